@@ -1,0 +1,213 @@
+// Package adapter holds the adapter manifest: the file that binds the harness
+// to one system on one backend. It also carries the adapters built into the
+// binary.
+package adapter
+
+import (
+	"reflect"
+	"sort"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/manifest"
+)
+
+// Duration is re-exported so callers need not import package manifest.
+type Duration = manifest.Duration
+
+// Backends.
+const (
+	// BackendProcess runs instances as local processes and acts on process
+	// targets with signals.
+	BackendProcess = "process"
+	// BackendDocker runs instances as containers.
+	BackendDocker = "docker"
+	// BackendKubernetes runs instances as pods.
+	BackendKubernetes = "kubernetes"
+	// BackendHooks does everything through the adapter's shell hooks.
+	BackendHooks = "hooks"
+)
+
+// Backends lists the backends an adapter may name.
+var Backends = []string{BackendProcess, BackendDocker, BackendKubernetes, BackendHooks}
+
+// Target types.
+const (
+	TypeProcess   = "process"
+	TypeContainer = "container"
+	TypePod       = "pod"
+)
+
+// Adapter is one adapter manifest.
+type Adapter struct {
+	Pos         manifest.Pos      `yaml:"-" json:"-"`
+	APIVersion  string            `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=chaos/v1alpha1"`
+	ID          string            `yaml:"id" json:"id"`
+	Title       string            `yaml:"title" json:"title,omitempty"`
+	Description string            `yaml:"description" json:"description,omitempty"`
+	Backend     string            `yaml:"backend" json:"backend" jsonschema:"enum=process,enum=docker,enum=kubernetes,enum=hooks"`
+	Env         map[string]string `yaml:"env" json:"env,omitempty" jsonschema_description:"Variables given to every hook."`
+	// HookTimeout bounds every hook that sets no timeout of its own.
+	HookTimeout Duration `yaml:"hook-timeout" json:"hook-timeout,omitempty" jsonschema_description:"Limit for hooks that set none of their own (default 60s)."`
+	// Settle is the wait between the end of the flow and the adapter checks.
+	Settle      Duration              `yaml:"settle" json:"settle,omitempty" jsonschema_description:"Wait between the end of the flow and the adapter checks (default 0s)."`
+	Instance    *Instance             `yaml:"instance" json:"instance,omitempty"`
+	Targets     Targets               `yaml:"targets" json:"targets,omitempty"`
+	Roles       map[string]*Role      `yaml:"roles" json:"roles,omitempty"`
+	Operations  map[string]*Operation `yaml:"operations" json:"operations,omitempty"`
+	Metrics     []Metrics             `yaml:"metrics" json:"metrics,omitempty"`
+	Watch       []Watcher             `yaml:"watch" json:"watch,omitempty"`
+	Signals     map[string]*Signal    `yaml:"signals" json:"signals,omitempty"`
+	Preflight   []experiment.Step     `yaml:"preflight" json:"preflight,omitempty"`
+	Checks      []experiment.Step     `yaml:"checks" json:"checks,omitempty"`
+	Provision   string                `yaml:"provision" json:"provision,omitempty" jsonschema_description:"Hook run by chaos provision to create the system; chaos run never provisions."`
+	Deprovision string                `yaml:"deprovision" json:"deprovision,omitempty"`
+	Unsupported map[string]string     `yaml:"unsupported" json:"unsupported,omitempty" jsonschema_description:"Faults this adapter cannot provide on instances, with the reason; experiments that use them are n/a."`
+
+	File      string                  `yaml:"-" json:"-"`
+	SHA256    string                  `yaml:"-" json:"-"`
+	Raw       []byte                  `yaml:"-" json:"-"`
+	Builtin   bool                    `yaml:"-" json:"-"`
+	Positions map[string]manifest.Pos `yaml:"-" json:"-"`
+}
+
+// Instance says how instances are created, read, collected and deleted when
+// the backend's native way is not wanted. Every hook is a shell script.
+type Instance struct {
+	Pos     manifest.Pos `yaml:"-" json:"-"`
+	Create  string       `yaml:"create" json:"create,omitempty" jsonschema_description:"Creates and starts one instance running $CHAOS_WRAPPER; its last line of output is the instance's system id."`
+	State   string       `yaml:"state" json:"state,omitempty" jsonschema_description:"Prints the instance's state: Created, Pending, Running, Succeeded, Failed or Unknown, optionally followed by a reason."`
+	Collect string       `yaml:"collect" json:"collect,omitempty" jsonschema_description:"Copies the instance's output into $CHAOS_COLLECT_DIR."`
+	Delete  string       `yaml:"delete" json:"delete,omitempty"`
+	// PollInterval is how often the state hook is asked.
+	PollInterval Duration `yaml:"poll-interval" json:"poll-interval,omitempty" jsonschema_description:"How often the state hook runs (default 1s)."`
+	Timeout      Duration `yaml:"timeout" json:"timeout,omitempty" jsonschema_description:"Limit for each instance hook."`
+	Image        string   `yaml:"image" json:"image,omitempty"`
+	// Faults lists the built-in faults instances support; unset means the
+	// backend's own set.
+	Faults []string `yaml:"faults" json:"faults,omitempty"`
+}
+
+// HasHooks reports whether instances are handled through hooks.
+func (i *Instance) HasHooks() bool { return i != nil && i.Create != "" }
+
+// Target is a named part of the system that faults can act on.
+type Target struct {
+	Pos           manifest.Pos `yaml:"-" json:"-"`
+	Type          string       `yaml:"type" json:"type" jsonschema:"enum=process,enum=container,enum=pod"`
+	Description   string       `yaml:"description" json:"description,omitempty"`
+	PidFile       string       `yaml:"pid-file" json:"pid-file,omitempty" jsonschema_description:"process: a file holding the target's pid."`
+	Start         string       `yaml:"start" json:"start,omitempty" jsonschema_description:"Hook that starts the target (and writes its pid file)."`
+	Stop          string       `yaml:"stop" json:"stop,omitempty" jsonschema_description:"Hook that stops the target when the run owns it (default SIGTERM to its pid)."`
+	Health        string       `yaml:"health" json:"health,omitempty" jsonschema_description:"Hook that exits 0 when the target is healthy."`
+	HealthTimeout Duration     `yaml:"health-timeout" json:"health-timeout,omitempty" jsonschema_description:"How long to wait for health after a start (default 120s)."`
+	// Lifecycle says who runs the target: external (it must already be up)
+	// or run (the harness starts it before the flow and stops it after).
+	Lifecycle string            `yaml:"lifecycle" json:"lifecycle,omitempty" jsonschema:"enum=external,enum=run,default=external"`
+	Labels    map[string]string `yaml:"labels" json:"labels,omitempty"`
+	Container string            `yaml:"container" json:"container,omitempty"`
+	Log       string            `yaml:"log" json:"log,omitempty" jsonschema_description:"A file the target writes its log to; copied to logs/<target>.log."`
+	Faults    []string          `yaml:"faults" json:"faults,omitempty" jsonschema_description:"The built-in faults this target supports; unset means every fault its type supports."`
+}
+
+// Role is a part of each instance that faults can act on, e.g. a sidecar.
+type Role struct {
+	Pos         manifest.Pos      `yaml:"-" json:"-"`
+	Type        string            `yaml:"type" json:"type" jsonschema:"enum=process,enum=container,enum=pod"`
+	Description string            `yaml:"description" json:"description,omitempty"`
+	Labels      map[string]string `yaml:"labels" json:"labels,omitempty"`
+	Faults      []string          `yaml:"faults" json:"faults,omitempty"`
+}
+
+// Operation is an adapter's own operation: a hook that makes a change and
+// usually one that undoes it.
+type Operation struct {
+	Pos         manifest.Pos `yaml:"-" json:"-"`
+	Description string       `yaml:"description" json:"description,omitempty"`
+	Run         string       `yaml:"run" json:"run"`
+	Revert      string       `yaml:"revert" json:"revert,omitempty"`
+	Timeout     Duration     `yaml:"timeout" json:"timeout,omitempty"`
+	// Params lists the parameters the operation takes; an experiment's with
+	// must give every one without a default.
+	Params map[string]*Param `yaml:"params" json:"params,omitempty"`
+}
+
+// Param is one parameter of an adapter operation.
+type Param struct {
+	Description string  `yaml:"description" json:"description,omitempty"`
+	Default     *string `yaml:"default" json:"default,omitempty"`
+}
+
+// Metrics is a Prometheus endpoint to scrape during the run.
+type Metrics struct {
+	Pos      manifest.Pos `yaml:"-" json:"-"`
+	Name     string       `yaml:"name" json:"name"`
+	URL      string       `yaml:"url" json:"url"`
+	Interval Duration     `yaml:"interval" json:"interval,omitempty" jsonschema_description:"Time between scrapes (default 2s)."`
+}
+
+// Watcher is a command whose every output line is timestamped and saved.
+type Watcher struct {
+	Pos  manifest.Pos `yaml:"-" json:"-"`
+	Name string       `yaml:"name" json:"name"`
+	Run  string       `yaml:"run" json:"run"`
+}
+
+// Signal is a named pattern on a watcher's lines that a flow can wait for.
+type Signal struct {
+	Pos         manifest.Pos `yaml:"-" json:"-"`
+	Description string       `yaml:"description" json:"description,omitempty"`
+	Watch       string       `yaml:"watch" json:"watch,omitempty"`
+	Pattern     string       `yaml:"pattern" json:"pattern,omitempty"`
+	// Unavailable declares a signal this adapter's system cannot give, with
+	// the reason; an experiment that waits on it is n/a here.
+	Unavailable string `yaml:"unavailable" json:"unavailable,omitempty"`
+}
+
+// Targets maps target names to targets. The key roles is also accepted here
+// and holds roles, as the seeds' adapter writes it; Parse moves them to
+// Adapter.Roles.
+type Targets struct {
+	Named map[string]*Target
+	Roles map[string]*Role
+}
+
+// UnmarshalNode implements manifest.Unmarshaler.
+func (t *Targets) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.Errorf(n, path, "expected a mapping of target names to targets, got %s", manifest.Describe(n))
+		return
+	}
+	t.Named = map[string]*Target{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		child := manifest.Join(path, k.Value)
+		if k.Value == "roles" {
+			d.Decode(v, child, reflect.ValueOf(&t.Roles).Elem())
+			continue
+		}
+		if _, dup := t.Named[k.Value]; dup {
+			d.Errorf(k, child, "duplicate target %q", k.Value)
+			continue
+		}
+		tg := &Target{}
+		d.Decode(v, child, reflect.ValueOf(tg).Elem())
+		t.Named[k.Value] = tg
+	}
+}
+
+// Target returns the named target or nil.
+func (a *Adapter) Target(name string) *Target { return a.Targets.Named[name] }
+
+// TargetNames returns the target names in order.
+func (a *Adapter) TargetNames() []string { return sortedKeys(a.Targets.Named) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,213 @@
+package adapter
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/manifest"
+)
+
+// Load reads and checks an adapter file.
+func Load(path string) (*Adapter, manifest.Problems) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, manifest.Problems{{File: path, Msg: fmt.Sprintf("cannot read the adapter: %v", err)}}
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes and checks an adapter from data; file names it in problems.
+func Parse(file string, data []byte) (*Adapter, manifest.Problems) {
+	d := manifest.NewDecoder(file)
+	a := &Adapter{}
+	d.DecodeDocument(data, a)
+	sum := sha256.Sum256(data)
+	a.File, a.SHA256, a.Raw, a.Positions = file, hex.EncodeToString(sum[:]), data, d.Positions
+	if len(d.Problems) == 1 && len(d.Positions) == 0 {
+		return a, d.Problems
+	}
+	if len(a.Targets.Roles) > 0 {
+		if a.Roles == nil {
+			a.Roles = map[string]*Role{}
+		}
+		for name, r := range a.Targets.Roles {
+			if _, dup := a.Roles[name]; dup {
+				d.Problem("targets.roles."+name, "role %q is also defined under roles", name)
+			}
+			a.Roles[name] = r
+		}
+	}
+	validate(d, a)
+	d.Problems.Sort()
+	return a, d.Problems
+}
+
+var (
+	idPattern   = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
+	types       = []string{TypeProcess, TypeContainer, TypePod}
+	lifecycles  = []string{"external", "run"}
+	stateValues = []string{"Created", "Pending", "Running", "Succeeded", "Failed", "Unknown"}
+)
+
+// States lists the instance states a state hook may print.
+func States() []string { return stateValues }
+
+func validate(d *manifest.Decoder, a *Adapter) {
+	if a.APIVersion == "" {
+		d.Problem("apiVersion", "missing; write apiVersion: %s", experiment.APIVersion)
+	} else if a.APIVersion != experiment.APIVersion {
+		d.Problem("apiVersion", "unsupported version %q; this harness reads %s", a.APIVersion, experiment.APIVersion)
+	}
+	switch {
+	case a.ID == "":
+		d.Problem("id", "missing; every adapter needs an id")
+	case !idPattern.MatchString(a.ID):
+		d.Problem("id", "%q is not a valid id: use lower-case letters, digits, dots, underscores and dashes", a.ID)
+	}
+	switch {
+	case a.Backend == "":
+		d.Problem("backend", "missing; one of %s", strings.Join(Backends, ", "))
+	case !contains(Backends, a.Backend):
+		d.Problem("backend", "unknown backend %q; expected one of %s%s", a.Backend, strings.Join(Backends, ", "), suggest(a.Backend, Backends))
+	}
+	if in := a.Instance; in != nil {
+		if (in.Create == "") != (in.State == "") {
+			d.Problem("instance", "instance hooks come as a set: create and state are both needed (collect and delete are optional)")
+		}
+		checkFaults(d, "instance.faults", in.Faults)
+	}
+	if a.Backend == BackendHooks && !a.Instance.HasHooks() {
+		d.Problem("instance", "the hooks backend needs instance hooks: create and state at least")
+	}
+	for name, t := range a.Targets.Named {
+		p := "targets." + name
+		switch {
+		case t.Type == "":
+			d.Problem(p, "missing type: one of %s", strings.Join(types, ", "))
+		case !contains(types, t.Type):
+			d.Problem(p+".type", "unknown target type %q; expected one of %s", t.Type, strings.Join(types, ", "))
+		}
+		if t.Type == TypeProcess && t.PidFile == "" {
+			d.Problem(p, "a process target needs pid-file: the file that holds its pid")
+		}
+		switch t.Lifecycle {
+		case "", "external":
+		case "run":
+			if t.Start == "" {
+				d.Problem(p, "lifecycle: run needs a start hook")
+			}
+		default:
+			d.Problem(p+".lifecycle", "unknown lifecycle %q; expected external or run", t.Lifecycle)
+		}
+		checkFaults(d, p+".faults", t.Faults)
+	}
+	for name, r := range a.Roles {
+		p := "roles." + name
+		if _, ok := a.Positions[p]; !ok {
+			p = "targets.roles." + name
+		}
+		switch {
+		case r.Type == "":
+			d.Problem(p, "missing type: one of %s", strings.Join(types, ", "))
+		case !contains(types, r.Type):
+			d.Problem(p+".type", "unknown role type %q; expected one of %s", r.Type, strings.Join(types, ", "))
+		}
+		checkFaults(d, p+".faults", r.Faults)
+	}
+	for name, o := range a.Operations {
+		p := "operations." + name
+		if experiment.IsFault(name) {
+			d.Problem(p, "%q is a built-in fault; give the adapter operation another name", name)
+		}
+		if strings.TrimSpace(o.Run) == "" {
+			d.Problem(p, "missing run: the hook that makes the change")
+		}
+	}
+	seen := map[string]bool{}
+	for i, m := range a.Metrics {
+		p := fmt.Sprintf("metrics[%d]", i)
+		if m.Name == "" {
+			d.Problem(p, "missing name")
+		} else if seen[m.Name] {
+			d.Problem(p+".name", "duplicate metrics name %q", m.Name)
+		}
+		seen[m.Name] = true
+		if u, err := url.Parse(m.URL); m.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			d.Problem(p+".url", "expected an http:// or https:// URL, got %q", m.URL)
+		}
+	}
+	watchers := map[string]bool{}
+	for i, w := range a.Watch {
+		p := fmt.Sprintf("watch[%d]", i)
+		if w.Name == "" {
+			d.Problem(p, "missing name")
+		} else if watchers[w.Name] {
+			d.Problem(p+".name", "duplicate watcher name %q", w.Name)
+		}
+		watchers[w.Name] = true
+		if strings.TrimSpace(w.Run) == "" {
+			d.Problem(p, "missing run: the command to watch")
+		}
+	}
+	for name, s := range a.Signals {
+		p := "signals." + name
+		if s.Unavailable != "" {
+			continue
+		}
+		if s.Watch == "" {
+			d.Problem(p, "missing watch: the watcher whose lines the pattern reads (or unavailable: REASON)")
+		} else if !watchers[s.Watch] {
+			d.Problem(p+".watch", "no watcher named %q%s", s.Watch, suggest(s.Watch, keys(watchers)))
+		}
+		if s.Pattern == "" {
+			d.Problem(p, "missing pattern: a regular expression matched against each line")
+		} else if _, err := regexp.Compile(s.Pattern); err != nil {
+			d.Problem(p+".pattern", "invalid regular expression: %v", err)
+		}
+	}
+	seen = map[string]bool{}
+	for i := range a.Preflight {
+		experiment.ValidateStep(d, fmt.Sprintf("preflight[%d]", i), &a.Preflight[i], seen)
+	}
+	seen = map[string]bool{}
+	for i := range a.Checks {
+		experiment.ValidateStep(d, fmt.Sprintf("checks[%d]", i), &a.Checks[i], seen)
+	}
+	for f := range a.Unsupported {
+		if !experiment.IsFault(f) {
+			d.Problem("unsupported."+f, "%q is not a built-in fault (%s)", f, strings.Join(experiment.Faults, ", "))
+		}
+	}
+}
+
+func checkFaults(d *manifest.Decoder, p string, faults []string) {
+	for i, f := range faults {
+		if !experiment.IsFault(f) {
+			d.Problem(fmt.Sprintf("%s[%d]", p, i), "%q is not a built-in fault (%s)%s", f, strings.Join(experiment.Faults, ", "), suggest(f, experiment.Faults))
+		}
+	}
+}
+
+func suggest(s string, candidates []string) string {
+	if x := manifest.Suggest(s, candidates); x != "" {
+		return fmt.Sprintf(" (did you mean %q?)", x)
+	}
+	return ""
+}
+
+func keys(m map[string]bool) []string { return sortedKeys(m) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,258 @@
+// Package binding checks an experiment against one adapter: every name the
+// experiment uses must exist in the adapter, and every fault and signal it
+// needs must be one the adapter's backend can provide. An experiment that
+// needs what the adapter cannot give is not invalid but n/a there.
+package binding
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/manifest"
+)
+
+// Status is the outcome of binding an experiment to an adapter.
+type Status string
+
+const (
+	Valid   Status = "valid"
+	Invalid Status = "invalid"
+	NA      Status = "n/a"
+)
+
+// Result says whether an experiment can run on an adapter, and why not.
+type Result struct {
+	Status Status
+	// Problems are errors and warnings, positioned in the experiment file.
+	Problems manifest.Problems
+	// Reasons say why the experiment is n/a on this adapter.
+	Reasons []string
+}
+
+// Bind checks x against a. x must already be free of errors of its own.
+func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
+	b := &binder{x: x, a: a, d: &manifest.Decoder{File: x.File, Positions: x.Positions}}
+	for i := range x.Operations {
+		b.operation(fmt.Sprintf("operations[%d]", i), &x.Operations[i])
+	}
+	x.Flow.Walk(func(f *experiment.FlowNode) {
+		if f.Kind != experiment.FlowWait || f.Wait.Signal == "" {
+			return
+		}
+		p := f.Path + ".wait.signal"
+		s, ok := a.Signals[f.Wait.Signal]
+		switch {
+		case !ok:
+			b.d.Problem(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, suggest(f.Wait.Signal, keys(a.Signals)))
+		case s.Unavailable != "":
+			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", f.Wait.Signal, a.ID, s.Unavailable))
+		}
+	})
+	for i, e := range x.Expectations {
+		for j, ref := range e.Checks {
+			scope, name, _ := strings.Cut(ref, "/")
+			p := fmt.Sprintf("expectations[%d].checks[%d]", i, j)
+			switch scope {
+			case experiment.ScopeAdapter:
+				if !hasStep(a.Checks, name) {
+					b.d.Problem(p, "adapter %s has no check named %q%s", a.ID, name, suggest(name, stepNames(a.Checks)))
+				}
+			case experiment.ScopePreflight:
+				if !hasStep(a.Preflight, name) && !hasStep(x.Preflight, name) {
+					b.d.Problem(p, "neither adapter %s nor the experiment has a preflight check named %q", a.ID, name)
+				}
+			}
+		}
+	}
+	r := Result{Status: Valid, Problems: b.d.Problems, Reasons: b.reasons}
+	if b.d.Problems.Err() != nil {
+		r.Status = Invalid
+	} else if len(b.reasons) > 0 {
+		r.Status = NA
+	}
+	return r
+}
+
+type binder struct {
+	x       *experiment.Experiment
+	a       *adapter.Adapter
+	d       *manifest.Decoder
+	reasons []string
+}
+
+func (b *binder) na(reason string) {
+	for _, r := range b.reasons {
+		if r == reason {
+			return
+		}
+	}
+	b.reasons = append(b.reasons, reason)
+}
+
+func (b *binder) operation(p string, o *experiment.Operation) {
+	a := b.a
+	if !experiment.IsFault(o.Uses) {
+		op, ok := a.Operations[o.Uses]
+		if !ok {
+			b.d.Problem(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, suggest(o.Uses, append(keys(a.Operations), experiment.Faults...)))
+			return
+		}
+		for name, param := range op.Params {
+			if _, given := o.With[name]; !given && param.Default == nil {
+				b.d.Problem(p, "adapter operation %s needs parameter %q under with", o.Uses, name)
+			}
+		}
+		for name := range o.With {
+			if _, known := op.Params[name]; !known && len(op.Params) > 0 {
+				b.d.Problem(p+".with."+name, "adapter operation %s takes no parameter %q%s", o.Uses, name, suggest(name, keys(op.Params)))
+			}
+		}
+		if o.Target != nil {
+			b.target(p, o, false)
+		}
+		return
+	}
+	if o.Target == nil {
+		return
+	}
+	b.target(p, o, true)
+}
+
+// target checks the operation's target exists and, for a fault, that the
+// adapter can apply it there.
+func (b *binder) target(p string, o *experiment.Operation, fault bool) {
+	a, t := b.a, o.Target
+	switch {
+	case t.Name != "":
+		tg := a.Target(t.Name)
+		if tg == nil {
+			b.d.Problem(p+".target", "adapter %s defines no target %q%s", a.ID, t.Name, suggest(t.Name, a.TargetNames()))
+			return
+		}
+		if o.Select != nil && o.Select.Kind == experiment.SelectCount && o.Select.Count > 1 {
+			b.d.Problem(p+".select.count", "selects %d but target %q is one %s", o.Select.Count, t.Name, tg.Type)
+		}
+		if fault {
+			if why := FaultSupport(a, tg.Type, tg.Faults, o.Uses); why != "" {
+				b.na(fmt.Sprintf("operation %s: %s on target %s: %s", o.Name, o.Uses, t.Name, why))
+			}
+		}
+	case t.Role != "":
+		r, ok := a.Roles[t.Role]
+		if !ok {
+			b.d.Problem(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, suggest(t.Role, keys(a.Roles)))
+			return
+		}
+		if fault {
+			if why := FaultSupport(a, r.Type, r.Faults, o.Uses); why != "" {
+				b.na(fmt.Sprintf("operation %s: %s on role %s: %s", o.Name, o.Uses, t.Role, why))
+			}
+		}
+	default:
+		if fault {
+			if why := InstanceFaultSupport(a, o.Uses); why != "" {
+				b.na(fmt.Sprintf("operation %s: %s on instances of %s: %s", o.Name, o.Uses, t.Workload, why))
+			}
+		}
+	}
+}
+
+// typeFaults is what each backend can do to each kind of thing natively.
+var typeFaults = map[string][]string{
+	adapter.TypeProcess:   experiment.Faults,
+	adapter.TypeContainer: experiment.Faults,
+	adapter.TypePod:       {experiment.FaultKill, experiment.FaultRestart, experiment.FaultOutage, experiment.FaultRestartInPlace},
+}
+
+// typeBackend is the backend a target type needs; processes are signalled
+// by the harness itself and work on every backend.
+var typeBackend = map[string]string{
+	adapter.TypeContainer: adapter.BackendDocker,
+	adapter.TypePod:       adapter.BackendKubernetes,
+}
+
+// FaultSupport returns why fault cannot be applied to a thing of the given
+// type on adapter a, or "" when it can. declared narrows the faults the thing
+// supports when not empty.
+func FaultSupport(a *adapter.Adapter, typ string, declared []string, fault string) string {
+	if need, ok := typeBackend[typ]; ok && a.Backend != need {
+		return fmt.Sprintf("the %s backend cannot act on a %s", a.Backend, typ)
+	}
+	if !contains(typeFaults[typ], fault) {
+		return fmt.Sprintf("a %s has no %s", typ, fault)
+	}
+	if len(declared) > 0 && !contains(declared, fault) {
+		return fmt.Sprintf("the adapter lists only %s for it", strings.Join(declared, ", "))
+	}
+	return ""
+}
+
+// instanceType is what an instance is on each backend.
+var instanceType = map[string]string{
+	adapter.BackendProcess:    adapter.TypeProcess,
+	adapter.BackendDocker:     adapter.TypeContainer,
+	adapter.BackendKubernetes: adapter.TypePod,
+}
+
+// InstanceFaultSupport returns why fault cannot be applied to workload
+// instances on adapter a, or "" when it can.
+func InstanceFaultSupport(a *adapter.Adapter, fault string) string {
+	if why, ok := a.Unsupported[fault]; ok {
+		return why
+	}
+	if a.Instance.HasHooks() {
+		return "instances are made by the adapter's hooks, so the harness cannot act on them directly; target a role or named target instead"
+	}
+	typ, ok := instanceType[a.Backend]
+	if !ok {
+		return fmt.Sprintf("the %s backend has no native instances", a.Backend)
+	}
+	var declared []string
+	if a.Instance != nil {
+		declared = a.Instance.Faults
+	}
+	return FaultSupport(a, typ, declared, fault)
+}
+
+func hasStep(steps []experiment.Step, name string) bool {
+	for _, s := range steps {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func stepNames(steps []experiment.Step) []string {
+	var out []string
+	for _, s := range steps {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func suggest(s string, candidates []string) string {
+	if x := manifest.Suggest(s, candidates); x != "" {
+		return fmt.Sprintf(" (did you mean %q?)", x)
+	}
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

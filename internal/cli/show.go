@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chaos-harness/chaos/internal/experiment"
+)
+
+func newShowCmd(s *streams) *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "show ID|FILE",
+		Short: "Describe an experiment in words",
+		Long: `Describe an experiment: its hypothesis, workloads with their instances, timeout
+and checks, operations in words, the flow, checks and expectations. The text
+is generated from the manifest, so it always says what the file says.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			x, ps := resolveExperiment(args[0], defaultExperimentsDir(dir))
+			if ps.Err() != nil {
+				printProblems(s.err, "", ps)
+				return withCode(ExitError, "")
+			}
+			describeExperiment(s.out, x)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
+	return cmd
+}
+
+func describeExperiment(w io.Writer, x *experiment.Experiment) {
+	fmt.Fprintf(w, "%s (v%d)\n", x.ID, x.Version)
+	if x.Title != "" {
+		fmt.Fprintln(w, x.Title)
+	}
+	var head []string
+	if x.DefaultAdapter != "" {
+		head = append(head, "default-adapter: "+x.DefaultAdapter)
+	}
+	if x.Timeout > 0 {
+		head = append(head, "timeout: "+x.Timeout.String())
+	}
+	if len(head) > 0 {
+		fmt.Fprintln(w, strings.Join(head, "   "))
+	}
+	if x.Hypothesis != "" {
+		fmt.Fprintln(w, "\nhypothesis:")
+		writeWrapped(w, "  ", x.Hypothesis)
+	}
+	if x.Description != "" {
+		fmt.Fprintln(w, "\ndescription:")
+		writeWrapped(w, "  ", x.Description)
+	}
+	if len(x.Workloads) > 0 {
+		fmt.Fprintln(w, "\nworkloads:")
+		for i, wl := range x.Workloads {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			line := fmt.Sprintf("  %s x%d", wl.Name, wl.InstanceCount())
+			if wl.Timeout > 0 {
+				line += fmt.Sprintf(" (timeout %s)", wl.Timeout)
+			}
+			fmt.Fprintln(w, line)
+			if wl.Description != "" {
+				writeWrapped(w, "    ", wl.Description)
+			}
+			for _, c := range wl.Checks {
+				describeCheck(w, "    ", &c)
+			}
+		}
+	}
+	if len(x.Operations) > 0 {
+		fmt.Fprintln(w, "\noperations:")
+		for i, o := range x.Operations {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "  %s: %s\n", o.Name, o.Uses)
+			fmt.Fprintf(w, "    %s\n", operationInWords(&o))
+			if o.Description != "" {
+				writeWrapped(w, "    ", o.Description)
+			} else if e := faultInWords(&o); e != "" {
+				writeWrapped(w, "    ", e)
+			}
+		}
+	}
+	if x.Flow != nil {
+		fmt.Fprintln(w, "\nflow:")
+		describeFlow(w, "  ", x, x.Flow)
+	}
+	if len(x.Checks) > 0 {
+		fmt.Fprintln(w, "\nchecks:")
+		for i, c := range x.Checks {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			describeCheck(w, "  ", &c)
+		}
+	}
+	if len(x.Expectations) > 0 {
+		fmt.Fprintln(w, "\nexpectations:")
+		for _, e := range x.Expectations {
+			what := "known to fail"
+			if e.KindOrDefault() == experiment.ExpectFlaky {
+				what = "flaky (may fail or pass)"
+			}
+			fmt.Fprintf(w, "  %s, %s:\n", e.Issue, what)
+			if e.Description != "" {
+				writeWrapped(w, "    ", e.Description)
+			}
+			for _, c := range e.Checks {
+				fmt.Fprintf(w, "    %s\n", c)
+			}
+		}
+	}
+	if len(x.Preflight) > 0 {
+		fmt.Fprintln(w, "\npreflight (after the adapter's):")
+		for _, p := range x.Preflight {
+			fmt.Fprintf(w, "  %s\n", p.Name)
+			if p.Description != "" {
+				writeWrapped(w, "    ", p.Description)
+			}
+		}
+	}
+	if len(x.Metrics) > 0 {
+		fmt.Fprintf(w, "\nmetrics: %s\n", strings.Join(x.Metrics, ", "))
+	}
+}
+
+func describeCheck(w io.Writer, indent string, c *experiment.Check) {
+	fmt.Fprintf(w, "%scheck %s:\n", indent, c.Name)
+	text := c.Description
+	if text == "" {
+		switch c.Kind {
+		case experiment.CheckExitCode:
+			want := 0
+			if c.Equals != nil {
+				want = *c.Equals
+			}
+			text = fmt.Sprintf("The script exited with code %d.", want)
+		case experiment.CheckShell:
+			text = "A shell script exits 0."
+		case experiment.CheckEvent:
+			text = "The timeline has " + eventInWords(c) + "."
+		}
+	}
+	writeWrapped(w, indent+"  ", text)
+}
+
+func eventInWords(c *experiment.Check) string {
+	s := "an " + c.Event + " event"
+	if len(c.Where) > 0 {
+		var kv []string
+		for k, v := range c.Where {
+			kv = append(kv, k+"="+v)
+		}
+		s += " with " + strings.Join(sortedStrings(kv), ", ")
+	}
+	switch {
+	case c.Max != nil && *c.Max == 0:
+		s = "no " + strings.TrimPrefix(s, "an ")
+	case c.Min != nil || c.Max != nil:
+		lo, hi := 1, -1
+		if c.Min != nil {
+			lo = *c.Min
+		}
+		if c.Max != nil {
+			hi = *c.Max
+		}
+		if hi >= 0 {
+			s += fmt.Sprintf(" (%d to %d times)", lo, hi)
+		} else {
+			s += fmt.Sprintf(" (at least %d times)", lo)
+		}
+	}
+	return s
+}
+
+func operationInWords(o *experiment.Operation) string {
+	var b strings.Builder
+	t := o.Target
+	switch {
+	case t == nil:
+		b.WriteString("on the system")
+	case t.Name != "":
+		b.WriteString("on target " + t.Name)
+	case t.Role != "":
+		fmt.Fprintf(&b, "on role %s of the %s instances", t.Role, t.Workload)
+	default:
+		fmt.Fprintf(&b, "on the %s instances", t.Workload)
+	}
+	if t != nil {
+		b.WriteString(", select " + o.Select.String())
+	}
+	if o.Duration > 0 {
+		b.WriteString(" for " + o.Duration.String())
+	}
+	if o.Jitter > 0 {
+		b.WriteString(", each after a random 0 to " + o.Jitter.String())
+	}
+	if len(o.With) > 0 {
+		var kv []string
+		for k, v := range o.With {
+			kv = append(kv, k+"="+v)
+		}
+		b.WriteString(", with " + strings.Join(sortedStrings(kv), ", "))
+	}
+	return b.String()
+}
+
+// faultInWords explains what a built-in fault does, for operations that
+// carry no description of their own.
+func faultInWords(o *experiment.Operation) string {
+	d := o.Duration.String()
+	switch o.Uses {
+	case experiment.FaultKill:
+		return "Sends SIGKILL (a container is killed, a pod deleted with no grace). Nothing restarts it during the flow."
+	case experiment.FaultRestart:
+		return "Stops it gracefully (SIGTERM, then SIGKILL after the grace) and starts it again."
+	case experiment.FaultOutage:
+		return "Sends SIGKILL and keeps it down for " + d + ", then starts it again and waits until it is healthy."
+	case experiment.FaultRestartInPlace:
+		return "Stops it and starts it again in place: the same output directory, the same container."
+	case experiment.FaultFreeze:
+		if o.Duration > 0 {
+			return "Freezes it (SIGSTOP, docker pause) for " + d + ", then thaws it."
+		}
+		return "Freezes it (SIGSTOP, docker pause) until the flow ends, then thaws it."
+	}
+	return ""
+}
+
+func describeFlow(w io.Writer, indent string, x *experiment.Experiment, f *experiment.FlowNode) {
+	switch f.Kind {
+	case experiment.FlowRef:
+		if wl := x.Workload(f.Ref); wl != nil {
+			fmt.Fprintf(w, "%s%s: run %d instance(s) to their end\n", indent, f.Ref, wl.InstanceCount())
+		} else {
+			fmt.Fprintf(w, "%s%s\n", indent, f.Ref)
+		}
+	case experiment.FlowSerial, experiment.FlowParallel:
+		fmt.Fprintf(w, "%s%s:\n", indent, map[string]string{experiment.FlowSerial: "in order", experiment.FlowParallel: "at the same time"}[f.Kind])
+		for _, c := range f.Children {
+			describeFlow(w, indent+"  ", x, c)
+		}
+	case experiment.FlowWait:
+		wt := f.Wait
+		if wt.Signal != "" {
+			s := "wait for signal " + wt.Signal
+			if wt.Delay > 0 {
+				s += ", then " + wt.Delay.String()
+			}
+			if wt.Timeout > 0 {
+				s += " (give up after " + wt.Timeout.String() + ")"
+			}
+			fmt.Fprintf(w, "%s%s\n", indent, s)
+		} else {
+			s := fmt.Sprintf("wait until %s is %s", wt.Workload, wt.Condition)
+			if wt.Timeout > 0 {
+				s += " (give up after " + wt.Timeout.String() + ")"
+			}
+			fmt.Fprintf(w, "%s%s\n", indent, s)
+		}
+	case experiment.FlowDelay:
+		fmt.Fprintf(w, "%swait %s\n", indent, f.Delay)
+	case experiment.FlowRepeat:
+		fmt.Fprintf(w, "%s%s:\n", indent, f.Label())
+		describeFlow(w, indent+"  ", x, f.Repeat.Body)
+	}
+}
+
+func sortedStrings(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}

@@ -1,0 +1,194 @@
+// Package experiment holds the experiment manifest: its Go model, how it is
+// parsed from YAML and how it is checked on its own. Checks that need an
+// adapter live in package binding.
+package experiment
+
+import (
+	"github.com/chaos-harness/chaos/internal/manifest"
+)
+
+// APIVersion is the only manifest version this harness reads.
+const APIVersion = "chaos/v1alpha1"
+
+// Duration is re-exported so callers need not import package manifest.
+type Duration = manifest.Duration
+
+// Experiment is one experiment manifest.
+type Experiment struct {
+	Pos            manifest.Pos      `yaml:"-" json:"-"`
+	APIVersion     string            `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=chaos/v1alpha1"`
+	ID             string            `yaml:"id" json:"id" jsonschema_description:"Identifier: lower-case letters, digits and dashes; names the run directory."`
+	Version        int               `yaml:"version" json:"version,omitempty" jsonschema_description:"Version of the experiment; chaos list prints id (vN)."`
+	Title          string            `yaml:"title" json:"title,omitempty"`
+	Hypothesis     string            `yaml:"hypothesis" json:"hypothesis,omitempty"`
+	Description    string            `yaml:"description" json:"description,omitempty"`
+	DefaultAdapter string            `yaml:"default-adapter" json:"default-adapter,omitempty"`
+	Timeout        Duration          `yaml:"timeout" json:"timeout,omitempty" jsonschema_description:"Limit for the whole flow; past it running work is stopped and the run ends in ERROR."`
+	Env            map[string]string `yaml:"env" json:"env,omitempty" jsonschema_description:"Variables given to every workload script, check and operation hook."`
+	Workloads      []Workload        `yaml:"workloads" json:"workloads,omitempty"`
+	Operations     []Operation       `yaml:"operations" json:"operations,omitempty"`
+	Flow           *FlowNode         `yaml:"flow" json:"flow,omitempty"`
+	Checks         []Check           `yaml:"checks" json:"checks,omitempty"`
+	Expectations   []Expectation     `yaml:"expectations" json:"expectations,omitempty"`
+	Metrics        []string          `yaml:"metrics" json:"metrics,omitempty" jsonschema_description:"Metric families this experiment is about: drawn first in reports and the only ones on the dashboard."`
+	Preflight      []Step            `yaml:"preflight" json:"preflight,omitempty"`
+
+	// File is the path the experiment was read from; SHA256 its content's digest.
+	File   string `yaml:"-" json:"-"`
+	SHA256 string `yaml:"-" json:"-"`
+	// Raw is the file's content, copied into every run directory as read.
+	Raw []byte `yaml:"-" json:"-"`
+	// Positions maps field paths to their place in File.
+	Positions map[string]manifest.Pos `yaml:"-" json:"-"`
+}
+
+// Workload is something to run as one or more instances.
+type Workload struct {
+	Pos         manifest.Pos      `yaml:"-" json:"-"`
+	Name        string            `yaml:"name" json:"name"`
+	Description string            `yaml:"description" json:"description,omitempty"`
+	Kind        string            `yaml:"kind" json:"kind,omitempty" jsonschema:"enum=shell,default=shell"`
+	Instances   int               `yaml:"instances" json:"instances,omitempty" jsonschema:"minimum=1,default=1"`
+	Timeout     Duration          `yaml:"timeout" json:"timeout,omitempty" jsonschema_description:"Limit for each instance; a timed-out instance is killed and fails its checks."`
+	Env         map[string]string `yaml:"env" json:"env,omitempty"`
+	Image       string            `yaml:"image" json:"image,omitempty" jsonschema_description:"Container image for backends that run instances as containers."`
+	Run         string            `yaml:"run" json:"run"`
+	Checks      []Check           `yaml:"checks" json:"checks,omitempty"`
+}
+
+// InstanceCount returns the number of instances, 1 when unset.
+func (w *Workload) InstanceCount() int {
+	if w.Instances <= 0 {
+		return 1
+	}
+	return w.Instances
+}
+
+// Check kinds.
+const (
+	CheckExitCode = "exit-code"
+	CheckShell    = "shell"
+	CheckEvent    = "event"
+)
+
+// Check is a belief about the evidence a run recorded. Which fields apply
+// depends on Kind.
+type Check struct {
+	Pos         manifest.Pos `yaml:"-" json:"-"`
+	Name        string       `yaml:"name" json:"name"`
+	Description string       `yaml:"description" json:"description,omitempty"`
+	Kind        string       `yaml:"kind" json:"kind" jsonschema:"enum=exit-code,enum=shell,enum=event"`
+	// exit-code
+	Equals *int `yaml:"equals" json:"equals,omitempty" jsonschema_description:"exit-code: the exit code the script must end with."`
+	// shell
+	Run     string   `yaml:"run" json:"run,omitempty" jsonschema_description:"shell: a script; exit 0 passes and what it prints is the failure detail."`
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// event
+	Event string            `yaml:"event" json:"event,omitempty" jsonschema_description:"event: the timeline event name to look for, e.g. operation.reverted."`
+	Where map[string]string `yaml:"where" json:"where,omitempty" jsonschema_description:"event: fields the event must have, compared as text."`
+	Min   *int              `yaml:"min" json:"min,omitempty" jsonschema_description:"event: at least this many matching events (default 1)."`
+	Max   *int              `yaml:"max" json:"max,omitempty" jsonschema_description:"event: at most this many matching events; max: 0 asserts the event never happened."`
+}
+
+// Step is a named shell script run on the harness machine: a preflight
+// check, or an adapter check.
+type Step struct {
+	Pos         manifest.Pos `yaml:"-" json:"-"`
+	Name        string       `yaml:"name" json:"name"`
+	Description string       `yaml:"description" json:"description,omitempty"`
+	Run         string       `yaml:"run" json:"run"`
+	Timeout     Duration     `yaml:"timeout" json:"timeout,omitempty"`
+}
+
+// Operation is something the experiment does to the system during the flow.
+type Operation struct {
+	Pos         manifest.Pos      `yaml:"-" json:"-"`
+	Name        string            `yaml:"name" json:"name"`
+	Description string            `yaml:"description" json:"description,omitempty"`
+	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze) or an operation of the adapter."`
+	Target      *Target           `yaml:"target" json:"target,omitempty"`
+	Select      *Select           `yaml:"select" json:"select,omitempty"`
+	Duration    Duration          `yaml:"duration" json:"duration,omitempty" jsonschema_description:"How long the change is held before it is reverted."`
+	Jitter      Duration          `yaml:"jitter" json:"jitter,omitempty" jsonschema_description:"Each selected target waits a random time from 0 to this before the operation acts on it."`
+	Grace       Duration          `yaml:"grace" json:"grace,omitempty" jsonschema_description:"restart: how long to wait after SIGTERM before SIGKILL (default 10s)."`
+	With        map[string]string `yaml:"with" json:"with,omitempty" jsonschema_description:"Parameters for an adapter operation; its hooks see them as CHAOS_PARAM_<NAME>."`
+}
+
+// Built-in faults.
+const (
+	FaultKill           = "kill"
+	FaultRestart        = "restart"
+	FaultOutage         = "outage"
+	FaultRestartInPlace = "restart-in-place"
+	FaultFreeze         = "freeze"
+)
+
+// Faults lists the built-in faults.
+var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze}
+
+// IsFault reports whether name is a built-in fault.
+func IsFault(name string) bool {
+	for _, f := range Faults {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Expectation kinds.
+const (
+	ExpectKnown = "known"
+	ExpectFlaky = "flaky"
+)
+
+// Expectation ties checks to a known issue: they are expected to fail
+// (known) or may fail (flaky).
+type Expectation struct {
+	Pos         manifest.Pos `yaml:"-" json:"-"`
+	Issue       string       `yaml:"issue" json:"issue"`
+	Kind        string       `yaml:"kind" json:"kind,omitempty" jsonschema:"enum=known,enum=flaky,default=known"`
+	Description string       `yaml:"description" json:"description,omitempty"`
+	Checks      []string     `yaml:"checks" json:"checks" jsonschema_description:"Checks as workload/check, instance/check, experiment/check or adapter/check."`
+}
+
+// KindOrDefault returns the expectation's kind, known when unset.
+func (e *Expectation) KindOrDefault() string {
+	if e.Kind == "" {
+		return ExpectKnown
+	}
+	return e.Kind
+}
+
+// Workload returns the workload with the given name.
+func (x *Experiment) Workload(name string) *Workload {
+	for i := range x.Workloads {
+		if x.Workloads[i].Name == name {
+			return &x.Workloads[i]
+		}
+	}
+	return nil
+}
+
+// Operation returns the operation with the given name.
+func (x *Experiment) Operation(name string) *Operation {
+	for i := range x.Operations {
+		if x.Operations[i].Name == name {
+			return &x.Operations[i]
+		}
+	}
+	return nil
+}
+
+// Issues lists the issues the experiment's expectations name, in order.
+func (x *Experiment) Issues() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range x.Expectations {
+		if e.Issue != "" && !seen[e.Issue] {
+			seen[e.Issue] = true
+			out = append(out, e.Issue)
+		}
+	}
+	return out
+}

@@ -1,0 +1,433 @@
+package experiment
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/chaos-harness/chaos/internal/manifest"
+)
+
+var (
+	namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
+	envPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// instancePattern matches an instance name such as counter-2.
+	instancePattern = regexp.MustCompile(`^(.+)-([0-9]+)$`)
+)
+
+// CheckScopes that an expectation may name besides workloads and instances.
+const (
+	ScopeExperiment = "experiment"
+	ScopeAdapter    = "adapter"
+	ScopePreflight  = "preflight"
+)
+
+// validate checks everything that can be checked without an adapter.
+func validate(d *manifest.Decoder, x *Experiment) {
+	if x.APIVersion == "" {
+		d.Problem("apiVersion", "missing; write apiVersion: %s", APIVersion)
+	} else if x.APIVersion != APIVersion {
+		d.Problem("apiVersion", "unsupported version %q; this harness reads %s", x.APIVersion, APIVersion)
+	}
+	switch {
+	case x.ID == "":
+		d.Problem("id", "missing; every experiment needs an id")
+	case !namePattern.MatchString(x.ID):
+		d.Problem("id", "%q is not a valid id: use lower-case letters, digits, dots, underscores and dashes", x.ID)
+	}
+	if x.Version < 0 {
+		d.Problem("version", "must be 1 or more")
+	}
+	checkEnv(d, "env", x.Env)
+
+	names := map[string]string{} // flow name -> field path of its definition
+	for i := range x.Workloads {
+		w := &x.Workloads[i]
+		p := fmt.Sprintf("workloads[%d]", i)
+		checkName(d, p, w.Name, "workload", names)
+		switch w.Kind {
+		case "", "shell":
+		default:
+			d.Problem(p+".kind", "unknown workload kind %q; the only kind is shell", w.Kind)
+		}
+		if _, set := x.Positions[p+".instances"]; set && w.Instances < 1 {
+			d.Problem(p+".instances", "must be at least 1, got %d", w.Instances)
+		}
+		if strings.TrimSpace(w.Run) == "" {
+			d.Problem(p, "missing run: the script each instance runs")
+		}
+		checkEnv(d, p+".env", w.Env)
+		seen := map[string]bool{}
+		for j := range w.Checks {
+			validateCheck(d, fmt.Sprintf("%s.checks[%d]", p, j), &w.Checks[j], true, seen)
+		}
+	}
+
+	for i := range x.Operations {
+		validateOperation(d, x, fmt.Sprintf("operations[%d]", i), &x.Operations[i], names)
+	}
+
+	if x.Flow == nil {
+		if _, ok := x.Positions["flow"]; !ok {
+			d.Problem("", "missing flow: say what runs, e.g. flow: %s", firstName(x))
+		}
+	} else {
+		used := map[string]bool{}
+		x.Flow.Walk(func(f *FlowNode) { validateFlowNode(d, x, f, used) })
+		for i, w := range x.Workloads {
+			if w.Name != "" && !used[w.Name] {
+				d.Warn(fmt.Sprintf("workloads[%d].name", i), "workload %q is never used by the flow", w.Name)
+			}
+		}
+		for i, o := range x.Operations {
+			if o.Name != "" && !used[o.Name] {
+				d.Warn(fmt.Sprintf("operations[%d].name", i), "operation %q is never used by the flow", o.Name)
+			}
+		}
+	}
+
+	seen := map[string]bool{}
+	for i := range x.Checks {
+		validateCheck(d, fmt.Sprintf("checks[%d]", i), &x.Checks[i], false, seen)
+	}
+	seen = map[string]bool{}
+	for i := range x.Preflight {
+		validateStep(d, fmt.Sprintf("preflight[%d]", i), &x.Preflight[i], seen)
+	}
+	for i := range x.Expectations {
+		validateExpectation(d, x, fmt.Sprintf("expectations[%d]", i), &x.Expectations[i])
+	}
+	for i, m := range x.Metrics {
+		if strings.TrimSpace(m) == "" {
+			d.Problem(fmt.Sprintf("metrics[%d]", i), "empty metric family name")
+		}
+	}
+}
+
+func firstName(x *Experiment) string {
+	if len(x.Workloads) > 0 && x.Workloads[0].Name != "" {
+		return x.Workloads[0].Name
+	}
+	return "WORKLOAD"
+}
+
+func checkName(d *manifest.Decoder, p, name, what string, names map[string]string) {
+	switch {
+	case name == "":
+		d.Problem(p, "missing name: every %s needs one", what)
+	case !namePattern.MatchString(name):
+		d.Problem(p+".name", "%q is not a valid %s name: use lower-case letters, digits, dots, underscores and dashes", name, what)
+	default:
+		if prev, dup := names[name]; dup {
+			d.Problem(p+".name", "duplicate name %q: already used by %s at line %d (workloads and operations share one namespace, the flow's)", name, prev, d.Pos(prev).Line)
+			return
+		}
+		names[name] = p
+	}
+}
+
+func checkEnv(d *manifest.Decoder, p string, env map[string]string) {
+	for k := range env {
+		if !envPattern.MatchString(k) {
+			d.Problem(manifest.Join(p, k), "%q is not a valid environment variable name", k)
+		}
+	}
+}
+
+func validateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) {
+	switch {
+	case s.Name == "":
+		d.Problem(p, "missing name")
+	case seen[s.Name]:
+		d.Problem(p+".name", "duplicate name %q", s.Name)
+	case !namePattern.MatchString(s.Name):
+		d.Problem(p+".name", "%q is not a valid name: use lower-case letters, digits, dots, underscores and dashes", s.Name)
+	}
+	seen[s.Name] = true
+	if strings.TrimSpace(s.Run) == "" {
+		d.Problem(p, "missing run: the shell script to run")
+	}
+}
+
+// ValidateStep checks a named shell step; package adapter uses it too.
+func ValidateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) {
+	validateStep(d, p, s, seen)
+}
+
+func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen map[string]bool) {
+	switch {
+	case c.Name == "":
+		d.Problem(p, "missing name")
+	case seen[c.Name]:
+		d.Problem(p+".name", "duplicate check name %q", c.Name)
+	case !namePattern.MatchString(c.Name):
+		d.Problem(p+".name", "%q is not a valid check name: use lower-case letters, digits, dots, underscores and dashes", c.Name)
+	}
+	seen[c.Name] = true
+	kinds := []string{CheckShell, CheckEvent}
+	if workload {
+		kinds = []string{CheckExitCode, CheckShell, CheckEvent}
+	}
+	switch c.Kind {
+	case "":
+		d.Problem(p, "missing kind: one of %s", strings.Join(kinds, ", "))
+		return
+	case CheckExitCode:
+		if !workload {
+			d.Problem(p+".kind", "exit-code checks belong to a workload; an experiment check is shell or event")
+		}
+	case CheckShell:
+		if strings.TrimSpace(c.Run) == "" {
+			d.Problem(p, "a shell check needs run: a script whose exit 0 means the check passed")
+		}
+	case CheckEvent:
+		if c.Event == "" {
+			d.Problem(p, "an event check needs event: the timeline event to look for, e.g. operation.reverted")
+		}
+		if c.Min != nil && *c.Min < 0 {
+			d.Problem(p+".min", "must not be negative")
+		}
+		if c.Max != nil && c.Min != nil && *c.Max < *c.Min {
+			d.Problem(p+".max", "max %d is below min %d", *c.Max, *c.Min)
+		}
+	default:
+		msg := fmt.Sprintf("unknown check kind %q; expected one of %s", c.Kind, strings.Join(kinds, ", "))
+		if s := manifest.Suggest(c.Kind, kinds); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		d.Problem(p+".kind", "%s", msg)
+		return
+	}
+	// Fields that belong to another kind are a sign of a mistake.
+	misplaced := func(field string, set bool, kind string) {
+		if set && c.Kind != kind {
+			d.Problem(p+"."+field, "%s only applies to %s checks, not %s", field, kind, c.Kind)
+		}
+	}
+	misplaced("equals", c.Equals != nil, CheckExitCode)
+	misplaced("run", c.Run != "", CheckShell)
+	misplaced("event", c.Event != "", CheckEvent)
+	misplaced("where", c.Where != nil, CheckEvent)
+	misplaced("min", c.Min != nil, CheckEvent)
+	misplaced("max", c.Max != nil, CheckEvent)
+}
+
+func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operation, names map[string]string) {
+	checkName(d, p, o.Name, "operation", names)
+	if o.Uses == "" {
+		d.Problem(p, "missing uses: a built-in fault (%s) or an operation of the adapter", strings.Join(Faults, ", "))
+		return
+	}
+	fault := IsFault(o.Uses)
+	if fault && o.Target == nil {
+		d.Problem(p, "missing target: %s needs something to act on (a named target such as gateway, or {workload: NAME})", o.Uses)
+	}
+	switch o.Uses {
+	case FaultOutage:
+		if o.Duration == 0 {
+			d.Problem(p, "missing duration: an outage holds its target down for a duration, e.g. duration: 15s")
+		}
+	case FaultKill, FaultRestart, FaultRestartInPlace:
+		if o.Duration > 0 {
+			hint := ""
+			if o.Uses == FaultKill {
+				hint = "; use outage to hold a target down"
+			}
+			d.Problem(p+".duration", "%s takes no duration%s", o.Uses, hint)
+		}
+	}
+	if o.Grace > 0 && o.Uses != FaultRestart && fault {
+		d.Problem(p+".grace", "grace applies to restart only")
+	}
+	if o.With != nil && fault {
+		d.Problem(p+".with", "with gives parameters to adapter operations; %s is a built-in fault", o.Uses)
+	}
+	if o.Target != nil && o.Target.Workload != "" {
+		w := x.Workload(o.Target.Workload)
+		if w == nil {
+			d.Problem(p+".target.workload", "no workload named %q%s", o.Target.Workload, suggestName(o.Target.Workload, workloadNames(x)))
+		} else if o.Select != nil {
+			n := w.InstanceCount()
+			switch o.Select.Kind {
+			case SelectCount:
+				if o.Select.Count > n {
+					d.Problem(p+".select.count", "selects %d instances but workload %q has %d", o.Select.Count, w.Name, n)
+				}
+			case SelectInstances:
+				for i, name := range o.Select.Instances {
+					if !isInstanceOf(name, w) {
+						d.Problem(fmt.Sprintf("%s.select.instances[%d]", p, i), "%q is not an instance of workload %q (its instances are %s-0 to %s-%d)", name, w.Name, w.Name, w.Name, n-1)
+					}
+				}
+			}
+		}
+	} else if o.Target != nil && o.Select != nil && o.Select.Kind == SelectInstances {
+		d.Problem(p+".select", "instances selects workload instances; target %q is a named target", o.Target.Name)
+	}
+}
+
+func isInstanceOf(name string, w *Workload) bool {
+	m := instancePattern.FindStringSubmatch(name)
+	if m == nil || m[1] != w.Name {
+		return false
+	}
+	i, err := strconv.Atoi(m[2])
+	return err == nil && i < w.InstanceCount() && strconv.Itoa(i) == m[2]
+}
+
+func workloadNames(x *Experiment) []string {
+	var out []string
+	for _, w := range x.Workloads {
+		out = append(out, w.Name)
+	}
+	return out
+}
+
+func flowNames(x *Experiment) []string {
+	out := workloadNames(x)
+	for _, o := range x.Operations {
+		out = append(out, o.Name)
+	}
+	return out
+}
+
+func suggestName(name string, candidates []string) string {
+	if s := manifest.Suggest(name, candidates); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
+}
+
+func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[string]bool) {
+	switch f.Kind {
+	case FlowRef:
+		used[f.Ref] = true
+		if x.Workload(f.Ref) == nil && x.Operation(f.Ref) == nil {
+			d.Problem(f.Path, "%q is neither a workload nor an operation of this experiment%s", f.Ref, suggestName(f.Ref, flowNames(x)))
+		}
+	case FlowSerial, FlowParallel:
+		if len(f.Children) == 0 {
+			d.Problem(f.Path, "%s has no steps", f.Kind)
+		}
+	case FlowWait:
+		w := f.Wait
+		p := manifest.Join(f.Path, "wait")
+		switch {
+		case w.Workload != "" && w.Signal != "":
+			d.Problem(p, "a wait is on a workload or on a signal, not both")
+		case w.Workload == "" && w.Signal == "":
+			d.Problem(p, "a wait needs workload and condition, or signal")
+		case w.Workload != "":
+			if x.Workload(w.Workload) == nil {
+				d.Problem(p+".workload", "no workload named %q%s", w.Workload, suggestName(w.Workload, workloadNames(x)))
+			}
+			switch {
+			case w.Condition == "":
+				d.Problem(p, "missing condition: one of %s", strings.Join(Conditions, ", "))
+			case !contains(Conditions, w.Condition):
+				d.Problem(p+".condition", "unknown condition %q; expected one of %s%s", w.Condition, strings.Join(Conditions, ", "), suggestName(w.Condition, Conditions))
+			}
+			if w.Delay > 0 {
+				d.Problem(p+".delay", "delay applies to signal waits; add a delay node after the wait instead")
+			}
+		case w.Signal != "":
+			if w.Condition != "" {
+				d.Problem(p+".condition", "condition applies to workload waits, not signals")
+			}
+		}
+	case FlowRepeat:
+		if f.Repeat.Body != nil && f.Repeat.Body.Kind != FlowRef && len(f.Repeat.Body.Children) == 0 && (f.Repeat.Body.Kind == FlowSerial || f.Repeat.Body.Kind == FlowParallel) {
+			d.Problem(f.Repeat.Body.Path, "the repeat body has no steps")
+		}
+	}
+}
+
+func validateExpectation(d *manifest.Decoder, x *Experiment, p string, e *Expectation) {
+	if e.Issue == "" {
+		d.Problem(p, "missing issue: the known issue the checks are tied to, e.g. org/repo#123")
+	}
+	switch e.Kind {
+	case "", ExpectKnown, ExpectFlaky:
+	default:
+		d.Problem(p+".kind", "unknown expectation kind %q; expected known or flaky", e.Kind)
+	}
+	if len(e.Checks) == 0 {
+		d.Problem(p, "missing checks: the checks this issue makes fail, as workload/check or experiment/check")
+	}
+	for i, ref := range e.Checks {
+		if msg := checkRefProblem(x, ref); msg != "" {
+			d.Problem(fmt.Sprintf("%s.checks[%d]", p, i), "%s", msg)
+		}
+	}
+}
+
+// checkRefProblem says what is wrong with a check reference, or "" when it
+// names a check of this experiment, or an adapter or preflight check (which
+// only an adapter can confirm).
+func checkRefProblem(x *Experiment, ref string) string {
+	scope, name, ok := strings.Cut(ref, "/")
+	if !ok || scope == "" || name == "" {
+		return fmt.Sprintf("%q is not a check reference; write workload/check, instance/check, experiment/check or adapter/check", ref)
+	}
+	switch scope {
+	case ScopeExperiment:
+		for _, c := range x.Checks {
+			if c.Name == name {
+				return ""
+			}
+		}
+		var names []string
+		for _, c := range x.Checks {
+			names = append(names, c.Name)
+		}
+		return fmt.Sprintf("the experiment has no check named %q%s", name, suggestName(name, names))
+	case ScopeAdapter, ScopePreflight:
+		return ""
+	}
+	w := x.Workload(scope)
+	if w == nil {
+		if m := instancePattern.FindStringSubmatch(scope); m != nil {
+			if ww := x.Workload(m[1]); ww != nil {
+				if !isInstanceOf(scope, ww) {
+					return fmt.Sprintf("%q is not an instance of workload %q", scope, ww.Name)
+				}
+				w = ww
+			}
+		}
+	}
+	if w == nil {
+		return fmt.Sprintf("%q names no workload, instance, experiment or adapter%s", scope, suggestName(scope, append(workloadNames(x), ScopeExperiment, ScopeAdapter)))
+	}
+	var names []string
+	for _, c := range w.Checks {
+		if c.Name == name {
+			return ""
+		}
+		names = append(names, c.Name)
+	}
+	return fmt.Sprintf("workload %q has no check named %q%s", w.Name, name, suggestName(name, names))
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitInstance splits an instance name such as counter-2 into its workload
+// and index.
+func SplitInstance(name string) (workload string, index int, ok bool) {
+	m := instancePattern.FindStringSubmatch(name)
+	if m == nil {
+		return "", 0, false
+	}
+	i, err := strconv.Atoi(m[2])
+	return m[1], i, err == nil
+}
+
+// InstanceName returns the name of instance i of workload w.
+func InstanceName(w string, i int) string { return fmt.Sprintf("%s-%d", w, i) }

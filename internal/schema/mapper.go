@@ -1,0 +1,110 @@
+package schema
+
+import (
+	"reflect"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/manifest"
+)
+
+const durationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+
+func duration() *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Pattern: durationPattern, Description: "A duration such as 15s, 57500ms, 20m or 2m30s."}
+}
+
+func obj(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "object", Properties: jsonschema.NewProperties(), AdditionalProperties: jsonschema.FalseSchema, Required: required}
+	for _, k := range sortedKeys(props) {
+		s.Properties.Set(k, props[k])
+	}
+	return s
+}
+
+func sortedKeys(m map[string]*jsonschema.Schema) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func str(desc string) *jsonschema.Schema { return &jsonschema.Schema{Type: "string", Description: desc} }
+
+func flowNode() *jsonschema.Schema {
+	ref := &jsonschema.Schema{Ref: "#/$defs/FlowNode"}
+	list := &jsonschema.Schema{Type: "array", Items: ref}
+	wait := obj(map[string]*jsonschema.Schema{
+		"workload":  str("Wait on this workload's instances."),
+		"condition": {Type: "string", Enum: toAny(experiment.Conditions)},
+		"signal":    str("Wait for the next line matching this adapter signal."),
+		"delay":     duration(),
+		"timeout":   duration(),
+	})
+	repeat := obj(map[string]*jsonschema.Schema{
+		"for":      duration(),
+		"times":    {Type: "integer", Minimum: "1"},
+		"serial":   list,
+		"parallel": list,
+		"do":       ref,
+	})
+	return &jsonschema.Schema{
+		Description: "A flow node: a workload or operation name, serial, parallel, wait, delay or repeat.",
+		OneOf: []*jsonschema.Schema{
+			str("The name of a workload (run its instances to their end) or an operation (apply it)."),
+			list,
+			obj(map[string]*jsonschema.Schema{"serial": list}, "serial"),
+			obj(map[string]*jsonschema.Schema{"parallel": list}, "parallel"),
+			obj(map[string]*jsonschema.Schema{"wait": wait}, "wait"),
+			obj(map[string]*jsonschema.Schema{"delay": duration()}, "delay"),
+			obj(map[string]*jsonschema.Schema{"repeat": repeat}, "repeat"),
+		},
+	}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+func mapper(t reflect.Type) *jsonschema.Schema {
+	switch t {
+	case reflect.TypeOf(manifest.Duration(0)):
+		return duration()
+	case reflect.TypeOf(experiment.FlowNode{}):
+		return flowNode()
+	case reflect.TypeOf(experiment.Target{}):
+		return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+			str("A named target of the adapter, e.g. gateway."),
+			obj(map[string]*jsonschema.Schema{"workload": str("The workload whose instances are hit."), "role": str("A role inside each instance, defined by the adapter.")}, "workload"),
+		}}
+	case reflect.TypeOf(experiment.Select{}):
+		return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+			{Type: "string", Enum: []any{"one", "all"}},
+			obj(map[string]*jsonschema.Schema{"count": {Type: "integer", Minimum: "1"}}, "count"),
+			obj(map[string]*jsonschema.Schema{"percent": {Type: "number", ExclusiveMinimum: "0", Maximum: "100"}}, "percent"),
+			obj(map[string]*jsonschema.Schema{"instances": {Type: "array", Items: str("An instance name such as counter-0.")}}, "instances"),
+		}}
+	case reflect.TypeOf(adapter.Targets{}):
+		s := &jsonschema.Schema{
+			Type:        "object",
+			Description: "Named targets; the key roles holds the roles of each instance.",
+			AdditionalProperties: &jsonschema.Schema{Ref: "#/$defs/Target"},
+		}
+		s.Properties = jsonschema.NewProperties()
+		s.Properties.Set("roles", &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{Ref: "#/$defs/Role"}})
+		return s
+	}
+	return nil
+}

@@ -1,0 +1,45 @@
+// Package schema generates JSON Schemas of both manifests from their Go
+// types, so editors can complete and check manifest files.
+package schema
+
+import (
+	"github.com/invopop/jsonschema"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/experiment"
+)
+
+func reflector() *jsonschema.Reflector {
+	return &jsonschema.Reflector{
+		FieldNameTag:   "yaml",
+		ExpandedStruct: true,
+		// Unknown keys are errors for the harness, so they are for editors too.
+		AllowAdditionalProperties: false,
+		Mapper:                    mapper,
+	}
+}
+
+// Experiment returns the JSON Schema of the experiment manifest.
+func Experiment() *jsonschema.Schema {
+	s := reflector().Reflect(&experiment.Experiment{})
+	s.ID = "https://chaos-harness.dev/schema/experiment.json"
+	s.Title = "chaos experiment manifest"
+	s.Required = []string{"apiVersion", "id", "flow"}
+	s.Definitions["FlowNode"] = flowNode()
+	return s
+}
+
+// Adapter returns the JSON Schema of the adapter manifest.
+func Adapter() *jsonschema.Schema {
+	s := reflector().Reflect(&adapter.Adapter{})
+	s.ID = "https://chaos-harness.dev/schema/adapter.json"
+	s.Title = "chaos adapter manifest"
+	s.Required = []string{"apiVersion", "id", "backend"}
+	r := reflector()
+	for name, v := range map[string]any{"Target": &adapter.Target{}, "Role": &adapter.Role{}} {
+		d := r.Reflect(v)
+		d.Version, d.ID = "", ""
+		s.Definitions[name] = d
+	}
+	return s
+}
