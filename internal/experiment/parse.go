@@ -28,8 +28,9 @@ func Parse(file string, data []byte) (*Experiment, manifest.Problems) {
 	d.DecodeDocument(data, x)
 	sum := sha256.Sum256(data)
 	x.File, x.SHA256, x.Raw, x.Positions = file, hex.EncodeToString(sum[:]), data, d.Positions
-	if len(d.Problems) == 1 && d.Problems[0].Pos.Line == 0 && len(d.Positions) == 0 {
-		// Not YAML at all: semantic checks would only add noise.
+	if len(d.Positions) == 0 {
+		// Not YAML, or an empty file: nothing was decoded, so semantic
+		// checks would only add noise.
 		return x, d.Problems
 	}
 	validate(d, x)

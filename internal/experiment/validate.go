@@ -51,7 +51,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		default:
 			d.Problem(p+".kind", "unknown workload kind %q; the only kind is shell", w.Kind)
 		}
-		if _, set := x.Positions[p+".instances"]; set && w.Instances < 1 {
+		if _, set := x.Positions[p+".instances"]; set && w.Instances < 1 && !hasProblem(d, p+".instances") {
 			d.Problem(p+".instances", "must be at least 1, got %d", w.Instances)
 		}
 		if strings.TrimSpace(w.Run) == "" {
@@ -71,6 +71,8 @@ func validate(d *manifest.Decoder, x *Experiment) {
 	if x.Flow == nil {
 		if _, ok := x.Positions["flow"]; !ok {
 			d.Problem("", "missing flow: say what runs, e.g. flow: %s", firstName(x))
+		} else {
+			d.Problem("flow", "empty flow: say what runs, e.g. flow: %s", firstName(x))
 		}
 	} else {
 		used := map[string]bool{}
@@ -103,6 +105,17 @@ func validate(d *manifest.Decoder, x *Experiment) {
 			d.Problem(fmt.Sprintf("metrics[%d]", i), "empty metric family name")
 		}
 	}
+}
+
+// hasProblem reports whether an error was already recorded at path, so a
+// value that failed to decode is not reported again by a semantic check.
+func hasProblem(d *manifest.Decoder, path string) bool {
+	for _, p := range d.Problems {
+		if p.Field == path && !p.Warning {
+			return true
+		}
+	}
+	return false
 }
 
 func firstName(x *Experiment) string {

@@ -107,7 +107,18 @@ type Decoder struct {
 	// Positions maps a field path to the position of its value, so later
 	// semantic checks can point at the right place.
 	Positions map[string]Pos
+
+	// aliasDepth counts the aliases being expanded; aliased counts the
+	// values decoded inside them, so that a small document whose aliases
+	// nest (a "billion laughs") cannot make the decoder walk forever.
+	aliasDepth, aliased int
+	tooManyAliases      bool
 }
+
+// MaxAliasedValues bounds how many values a document may decode through
+// aliases. Real manifests reuse a block or two; nested aliases that expand
+// exponentially hit this bound and are reported instead of walked.
+const MaxAliasedValues = 10000
 
 // NewDecoder returns a decoder for the named file.
 func NewDecoder(file string) *Decoder {
@@ -166,7 +177,7 @@ func (d *Decoder) DecodeDocument(data []byte, v any) {
 		d.Problems = append(d.Problems, p)
 		return
 	}
-	if doc.Kind == 0 || len(doc.Content) == 0 {
+	if doc.Kind == 0 || len(doc.Content) == 0 || isNull(doc.Content[0]) {
 		d.Problems = append(d.Problems, Problem{File: d.File, Pos: Pos{Line: 1, Column: 1}, Msg: "the file is empty"})
 		return
 	}
@@ -180,8 +191,22 @@ var (
 
 // Decode decodes n into v, recording problems under path.
 func (d *Decoder) Decode(n *yaml.Node, path string, v reflect.Value) {
+	if n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
+	}
+	if d.aliasDepth > 0 {
+		d.aliased++
+		if d.aliased > MaxAliasedValues {
+			if !d.tooManyAliases {
+				d.tooManyAliases = true
+				d.Errorf(n, path, "the document expands more than %d values through aliases; write the repeated parts out", MaxAliasedValues)
+			}
+			return
+		}
 	}
 	d.Positions[path] = PosOf(n)
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
@@ -235,6 +260,11 @@ func (d *Decoder) Decode(n *yaml.Node, path string, v reflect.Value) {
 			seen[key] = true
 			ev := reflect.New(v.Type().Elem()).Elem()
 			d.Decode(val, child, ev)
+			if ev.Kind() == reflect.Pointer && ev.IsNil() {
+				// A key with no value (name:) is an entry whose fields are all
+				// unset, not a nil every caller would have to guard against.
+				ev.Set(reflect.New(ev.Type().Elem()))
+			}
 			v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), ev)
 		}
 	case reflect.String:

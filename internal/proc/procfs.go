@@ -75,6 +75,11 @@ func isGone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 }
 
+// isDenied reports whether err is a permission error from procfs.
+func isDenied(err error) bool {
+	return errors.Is(err, fs.ErrPermission)
+}
+
 // listProcs snapshots every process (thread-group leader) in /proc. Processes
 // that vanish while the snapshot is taken are silently skipped: that race is
 // inherent to procfs and every caller re-validates before acting.
@@ -206,7 +211,9 @@ func FindByMarker(marker string) ([]int, error) {
 		}
 		ok, err := hasEnvEntry(pid, marker)
 		if err != nil {
-			if isGone(err) {
+			// Gone, or unreadable (kernel threads, processes in other user
+			// namespaces): either way nothing proves it carries the marker.
+			if isGone(err) || isDenied(err) {
 				continue
 			}
 			return nil, fmt.Errorf("proc: read environ of %d: %w", pid, err)

@@ -1,0 +1,240 @@
+// Package hooks makes instances through an adapter's shell hooks: create,
+// state, collect and delete. The harness knows nothing of what an instance
+// is; it only runs the hooks, with timeouts, and polls the state hook since a
+// hook cannot push events.
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/shell"
+)
+
+// Backend runs instance hooks.
+type Backend struct {
+	Spec   *adapter.Instance
+	Runner shell.Runner
+	// Timeout bounds each hook when the adapter sets none.
+	Timeout time.Duration
+	// Log receives every hook's output (logs/collect.log and the like are
+	// the engine's choice).
+	Log io.Writer
+	// Errorf reports a hook failure that happens outside a call, such as a
+	// state hook failing while polling.
+	Errorf func(format string, args ...any)
+}
+
+func (b *Backend) timeout() time.Duration {
+	if b.Spec.Timeout > 0 {
+		return b.Spec.Timeout.D()
+	}
+	if b.Timeout > 0 {
+		return b.Timeout
+	}
+	return shell.DefaultTimeout
+}
+
+func (b *Backend) poll() time.Duration {
+	if b.Spec.PollInterval > 0 {
+		return b.Spec.PollInterval.D()
+	}
+	return time.Second
+}
+
+func (b *Backend) run(ctx context.Context, name, script string, spec backend.InstanceSpec, extra ...string) (*shell.Result, error) {
+	env := append(append([]string{}, spec.Env...),
+		"CHAOS_WRAPPER="+spec.Wrapper,
+		"CHAOS_RUN_SCRIPT="+spec.Script,
+		"CHAOS_INSTANCE_DIR="+spec.Dir,
+		"CHAOS_COLLECT_DIR="+spec.OutputDir,
+		"CHAOS_HOOK="+name,
+	)
+	env = append(env, extra...)
+	res, err := b.Runner.Run(ctx, shell.Spec{
+		Name: "hook instance." + name, Script: script, Dir: spec.Dir, Env: env,
+		Timeout: b.timeout(), Log: prefixed(b.Log, spec.Name+" "+name), SplitStdout: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !res.OK() {
+		return res, fmt.Errorf("hook instance.%s for %s %s: %s", name, spec.Name, res.Describe(b.timeout()), lastLine(res.Output))
+	}
+	return res, nil
+}
+
+// Create runs the create hook; its last line of standard output is the
+// instance's system id.
+func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backend.Instance, error) {
+	for _, d := range []string{spec.OutputDir, spec.LogDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	res, err := b.run(ctx, "create", b.Spec.Create, spec)
+	if err != nil {
+		return nil, err
+	}
+	id := lastLine(res.Stdout)
+	if id == "" {
+		id = spec.Name
+	}
+	in := &instance{b: b, spec: spec, id: id, done: make(chan struct{}), stop: make(chan struct{})}
+	spec.OnState(backend.Created, "")
+	go in.pollLoop()
+	return in, nil
+}
+
+func (b *Backend) Capture(ctx context.Context, systemDir string) error { return nil }
+func (b *Backend) Close() error                                        { return nil }
+
+type instance struct {
+	b    *Backend
+	spec backend.InstanceSpec
+	id   string
+
+	mu       sync.Mutex
+	state    backend.State
+	done     chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func (in *instance) env() string { return "CHAOS_SYSTEM_ID=" + in.id }
+
+// pollLoop asks the state hook until the instance ends or is deleted.
+func (in *instance) pollLoop() {
+	t := time.NewTicker(in.b.poll())
+	defer t.Stop()
+	failures := 0
+	for {
+		if in.readState() {
+			return
+		}
+		select {
+		case <-in.stop:
+			return
+		case <-t.C:
+		}
+		_ = failures
+	}
+}
+
+// readState runs the state hook once and reports whether the instance ended.
+func (in *instance) readState() bool {
+	ctx := context.Background()
+	res, err := in.b.run(ctx, "state", in.b.Spec.State, in.spec, in.env())
+	state, reason := backend.Unknown, ""
+	if err != nil {
+		reason = "StateHookFailed"
+	} else {
+		fields := strings.Fields(lastLine(res.Stdout))
+		if len(fields) > 0 {
+			s, ok := backend.ParseState(fields[0])
+			state = s
+			if !ok {
+				reason = "UnknownState(" + fields[0] + ")"
+			} else if len(fields) > 1 {
+				reason = strings.Join(fields[1:], " ")
+			}
+		}
+	}
+	in.mu.Lock()
+	changed := state != in.state
+	in.state = state
+	in.mu.Unlock()
+	if changed {
+		in.spec.OnState(state, reason)
+	}
+	if state.Terminal() {
+		close(in.done)
+		return true
+	}
+	return false
+}
+
+func (in *instance) SystemID() string      { return in.id }
+func (in *instance) Done() <-chan struct{} { return in.done }
+
+func (in *instance) Kill(ctx context.Context) error { return backend.ErrUnsupported }
+func (in *instance) Restart(ctx context.Context, r backend.Restart) error {
+	return backend.ErrUnsupported
+}
+func (in *instance) Freeze(ctx context.Context) error { return backend.ErrUnsupported }
+func (in *instance) Thaw(ctx context.Context) error   { return backend.ErrUnsupported }
+
+// Collect runs the collect hook, which copies the output into
+// $CHAOS_COLLECT_DIR.
+func (in *instance) Collect(ctx context.Context) error {
+	if in.b.Spec.Collect == "" {
+		return nil
+	}
+	_, err := in.b.run(ctx, "collect", in.b.Spec.Collect, in.spec, in.env())
+	return err
+}
+
+// Delete stops polling and runs the delete hook.
+func (in *instance) Delete(ctx context.Context) error {
+	in.stopOnce.Do(func() { close(in.stop) })
+	if in.b.Spec.Delete == "" {
+		return nil
+	}
+	_, err := in.b.run(ctx, "delete", in.b.Spec.Delete, in.spec, in.env())
+	return err
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// prefixed writes each line with a prefix, for a shared hook log.
+func prefixed(w io.Writer, prefix string) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return &prefixWriter{w: w, prefix: prefix + ": "}
+}
+
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	mid    bool
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(b)
+	for len(b) > 0 {
+		if !p.mid {
+			if _, err := io.WriteString(p.w, p.prefix); err != nil {
+				return 0, err
+			}
+		}
+		i := strings.IndexByte(string(b), '\n')
+		if i < 0 {
+			p.mid = true
+			_, err := p.w.Write(b)
+			return n, err
+		}
+		if _, err := p.w.Write(b[:i+1]); err != nil {
+			return 0, err
+		}
+		p.mid = false
+		b = b[i+1:]
+	}
+	return n, nil
+}
+
+var _ = filepath.Join

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/verdict"
+)
+
+func init() {
+	extraCommands = append(extraCommands, newEvaluateCmd)
+}
+
+func newEvaluateCmd(s *streams) *cobra.Command {
+	var experimentFile, adapterRef string
+	cmd := &cobra.Command{
+		Use:   "evaluate RUN",
+		Short: "Decide a run's verdict again from its run directory, offline",
+		Long: `Decide the verdict of a run again from its run directory alone: every check
+runs against the recorded evidence, with no system and no process of the run
+around. Preflight checks are not run again; their recorded outcome is used.
+
+By default the copies of the experiment and adapter the run used
+(RUN/experiment.yaml, RUN/adapter.yaml) decide. --experiment takes a newer
+experiment file with the same id, so checks and expectations added since the
+run apply to it. --adapter takes another adapter file (or id) with the same id.
+
+The result goes to a new file under RUN/evaluations/; verdict.json is never
+touched. A run without verdict.json (the harness crashed) can be evaluated
+too; a run whose timeline has no run.finished event is ERROR.
+
+Exit code: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef)
+		},
+	}
+	cmd.Flags().StringVar(&experimentFile, "experiment", "", "evaluate with this (newer) experiment file instead of RUN/experiment.yaml; its id must be the run's")
+	cmd.Flags().StringVar(&adapterRef, "adapter", "", "evaluate with this adapter file (or id) instead of RUN/adapter.yaml; its id must be the run's")
+	return cmd
+}
+
+func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef string) error {
+	d, err := rundir.Open(runPath)
+	if err != nil {
+		return withCode(ExitError, err.Error())
+	}
+	// What the run itself says it ran: the copy of the experiment, else
+	// run.started.
+	var runExperiment, runAdapter string
+	if events, err := rundir.ReadTimeline(d.TimelineFile()); err == nil || len(events) > 0 {
+		for i := range events {
+			if events[i].Name == "run.started" {
+				runExperiment, runAdapter = events[i].String("experiment"), events[i].String("adapter")
+				break
+			}
+		}
+	}
+
+	runCopy, ps := experiment.Load(d.ExperimentFile())
+	if runCopy != nil && runCopy.ID != "" {
+		runExperiment = runCopy.ID
+	}
+	x := runCopy
+	if experimentFile != "" {
+		x, ps = experiment.Load(experimentFile)
+	}
+	if err := ps.Err(); err != nil || x == nil {
+		fmt.Fprintf(s.err, "chaos: cannot evaluate %s with experiment %s:\n", runPath, evalExperimentFile(experimentFile, d))
+		printProblems(s.err, "  ", ps)
+		return withCode(ExitError, "")
+	}
+	if runExperiment != "" && x.ID != runExperiment {
+		return withCode(ExitError, fmt.Sprintf("experiment %s has id %q, but the run in %s is of experiment %q", x.File, x.ID, runPath, runExperiment))
+	}
+
+	var a *adapter.Adapter
+	if runCopyA, aps := adapter.Load(d.AdapterFile()); runCopyA != nil && aps.Err() == nil {
+		a = runCopyA
+		runAdapter = runCopyA.ID
+	} else if adapterRef == "" {
+		if _, statErr := os.Stat(d.AdapterFile()); statErr == nil {
+			fmt.Fprintf(s.err, "chaos: cannot read the run's adapter %s:\n", d.AdapterFile())
+			printProblems(s.err, "  ", aps)
+			return withCode(ExitError, "")
+		}
+	}
+	if adapterRef != "" {
+		na, aps := adapter.Resolver{}.Resolve(adapterRef)
+		if err := aps.Err(); err != nil || na == nil {
+			fmt.Fprintf(s.err, "chaos: cannot evaluate %s with adapter %s:\n", runPath, adapterRef)
+			printProblems(s.err, "  ", aps)
+			return withCode(ExitError, "")
+		}
+		if runAdapter != "" && na.ID != runAdapter {
+			return withCode(ExitError, fmt.Sprintf("adapter %s has id %q, but the run in %s used adapter %q", adapterRef, na.ID, runPath, runAdapter))
+		}
+		a = na
+	}
+
+	v, err := verdict.Evaluate(ctx, d, x, a, verdict.Options{
+		By:  verdict.ByEvaluate,
+		Env: os.Environ(),
+	})
+	if err != nil {
+		return withCode(ExitError, fmt.Sprintf("evaluating %s: %v", runPath, err))
+	}
+
+	adapterPart := "no adapter (the run directory has no adapter.yaml)"
+	if a != nil {
+		adapterPart = fmt.Sprintf("adapter %s (%s, sha256 %s)", a.ID, a.File, evalSHA12(a.SHA256))
+	}
+	fmt.Fprintf(s.out, "  evaluated with %s (sha256 %s) and %s\n", x.File, evalSHA12(x.SHA256), adapterPart)
+	verdict.Print(s.out, v)
+	abs, err := filepath.Abs(d.Root)
+	if err != nil {
+		abs = d.Root
+	}
+	fmt.Fprintln(s.out, abs)
+
+	path, err := verdict.WriteEvaluation(d, v)
+	if err != nil {
+		return withCode(ExitError, fmt.Sprintf("writing the evaluation: %v", err))
+	}
+	fmt.Fprintf(s.err, "evaluation written to %s\n", path)
+
+	switch rundir.ExitCode(v.Verdict) {
+	case 0:
+		return nil
+	case 1:
+		return withCode(ExitFail, "")
+	}
+	return withCode(ExitError, "")
+}
+
+func evalExperimentFile(flag string, d *rundir.Dir) string {
+	if flag != "" {
+		return flag
+	}
+	return d.ExperimentFile()
+}
+
+// evalSHA12 is the first 12 hex digits of a digest.
+func evalSHA12(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chaos-harness/chaos/internal/engine"
+	"github.com/chaos-harness/chaos/internal/manifest"
+)
+
+func init() { extraCommands = append(extraCommands, newRunCmd) }
+
+// defaultRunsDir is where runs go when --runs-dir is not given.
+const defaultRunsDir = "runs"
+
+func newRunCmd(s *streams) *cobra.Command {
+	var adapterRef, runsDir, seed, dir, adaptersDir, settle string
+	cmd := &cobra.Command{
+		Use:   "run [--adapter ID] [--seed N] [--runs-dir DIR] ID|FILE",
+		Short: "Run an experiment and decide its verdict",
+		Long: `Run one experiment on one adapter: preflight, the flow with its operations,
+collection and cleanup, then every check, the expectations and the verdict.
+Everything lands in one run directory, RUNS/<experiment-id>/<run-id>/.
+
+The adapter is --adapter (an id or a file) or the experiment's default-adapter.
+--runs-dir defaults to $CHAOS_RUNS_DIR, else ./runs. --seed N repeats every
+random choice of an earlier run with that seed (manifest.json records it).
+
+Ctrl-C or SIGTERM aborts the run: operations are reverted, instances removed,
+the run directory completed with the verdict ERROR, and the exit code is 2.
+
+Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			x, ps := resolveExperiment(args[0], defaultExperimentsDir(dir))
+			if ps.Err() != nil {
+				printProblems(s.err, "", ps)
+				return withCode(ExitError, "")
+			}
+			ref := adapterRef
+			if ref == "" {
+				ref = x.DefaultAdapter
+			}
+			if ref == "" {
+				return withCode(ExitError, fmt.Sprintf("%s has no default-adapter: name one with --adapter", x.File))
+			}
+			a, aps := resolverFor(x.File, adaptersDir).Resolve(ref)
+			if aps.Err() != nil {
+				printProblems(s.err, "", aps)
+				return withCode(ExitError, "")
+			}
+			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Out: s.out, Args: os.Args[1:]}
+			cfg.RunsDir = runsDir
+			if cfg.RunsDir == "" {
+				cfg.RunsDir = os.Getenv("CHAOS_RUNS_DIR")
+			}
+			if cfg.RunsDir == "" {
+				cfg.RunsDir = defaultRunsDir
+			}
+			if seed != "" {
+				n, err := strconv.ParseUint(seed, 10, 64)
+				if err != nil {
+					return withCode(ExitError, fmt.Sprintf("--seed %q: want a whole number", seed))
+				}
+				cfg.Seed = &n
+			}
+			if settle != "" {
+				d, err := time.ParseDuration(settle)
+				if err != nil {
+					return withCode(ExitError, fmt.Sprintf("--settle %q: %v", settle, err))
+				}
+				cfg.Settle = &d
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			out, err := engine.Run(ctx, cfg)
+			if err != nil {
+				var probs manifest.Problems
+				if errors.As(err, &probs) {
+					fmt.Fprintf(s.err, "%s cannot run on adapter %s:\n", x.ID, a.ID)
+					printProblems(s.err, "  ", probs)
+					return withCode(ExitError, "")
+				}
+				return withCode(ExitError, err.Error())
+			}
+			if out.Verdict == nil && len(out.NA) > 0 {
+				fmt.Fprintf(s.out, "n/a: %s cannot run on adapter %s:\n", x.ID, a.ID)
+				for _, r := range out.NA {
+					fmt.Fprintf(s.out, "  %s\n", r)
+				}
+				return nil
+			}
+			if code := out.ExitCode(); code != 0 {
+				return withCode(code, "")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&adapterRef, "adapter", "", "adapter id or file (default: the experiment's default-adapter)")
+	f.StringVar(&runsDir, "runs-dir", "", "where run directories go (default $CHAOS_RUNS_DIR, else ./runs)")
+	f.StringVar(&seed, "seed", "", "seed for every random choice (default: a new random seed, recorded in the run)")
+	f.StringVar(&dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
+	f.StringVar(&adaptersDir, "adapters-dir", "", "also look for adapters here")
+	f.StringVar(&settle, "settle", "", "wait this long before adapter checks, instead of the adapter's settle")
+	return cmd
+}

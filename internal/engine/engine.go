@@ -1,0 +1,424 @@
+// Package engine runs one experiment on one adapter: preflight, observers,
+// the flow with its operations, collection and cleanup, checks and the
+// verdict, writing everything into the run directory as it happens.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/hooks"
+	"github.com/chaos-harness/chaos/internal/backend/local"
+	"github.com/chaos-harness/chaos/internal/binding"
+	"github.com/chaos-harness/chaos/internal/buildinfo"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/shell"
+	"github.com/chaos-harness/chaos/internal/verdict"
+)
+
+// Config is one run's inputs.
+type Config struct {
+	Experiment *experiment.Experiment
+	Adapter    *adapter.Adapter
+	// RunsDir is where <experiment-id>/<run-id>/ goes.
+	RunsDir string
+	// Seed, when set, makes every random choice repeat an earlier run's.
+	Seed *uint64
+	// Settle, when set, replaces the adapter's settle wait.
+	Settle *time.Duration
+	// Log receives the harness log lines as they happen (the console).
+	Log io.Writer
+	// Out receives the check block, the verdict and the run directory.
+	Out io.Writer
+	// Args is the command line, recorded in manifest.json.
+	Args []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Backend, when set, replaces the backend the adapter names (tests).
+	Backend backend.Backend
+}
+
+// Outcome is what a run ended with.
+type Outcome struct {
+	Verdict *rundir.Verdict
+	Dir     *rundir.Dir
+	// NA holds the reasons when the experiment cannot run on the adapter.
+	NA []string
+}
+
+// ExitCode is the process exit code for the outcome.
+func (o *Outcome) ExitCode() int {
+	if o.Verdict == nil {
+		if len(o.NA) > 0 {
+			return 0
+		}
+		return 2
+	}
+	return o.Verdict.ExitCode
+}
+
+// engine is the state of one run.
+type engine struct {
+	cfg    Config
+	x      *experiment.Experiment
+	a      *adapter.Adapter
+	dir    *rundir.Dir
+	rec    *rundir.Recorder
+	runID  string
+	seed   uint64
+	sup    *proc.Supervisor
+	runner shell.Runner
+	be     backend.Backend
+	reg    *registry
+	redact *Redactor
+
+	targets map[string]*targetHandle
+
+	mu       sync.Mutex
+	errs     []string
+	opRuns   map[string]int
+	reverts  []*revert
+	aborted  string
+	baseEnv  []string
+	runSh    map[string][2]string // workload -> run.sh, wrapper.sh
+	collectL *os.File
+}
+
+// revert undoes an operation that is still active.
+type revert struct {
+	op   string
+	uses string
+	fn   func(ctx context.Context) error
+	done bool
+}
+
+// Run runs the experiment. ctx's cancellation (Ctrl-C) aborts the run: the
+// engine still reverts every operation, removes every instance and writes a
+// complete run directory with the verdict ERROR.
+func Run(ctx context.Context, cfg Config) (*Outcome, error) {
+	x, a := cfg.Experiment, cfg.Adapter
+	res := binding.Bind(x, a)
+	switch res.Status {
+	case binding.Invalid:
+		return nil, res.Problems
+	case binding.NA:
+		return &Outcome{NA: res.Reasons}, nil
+	}
+	now := time.Now
+	if cfg.Now != nil {
+		now = cfg.Now
+	}
+	start := now()
+	runID := rundir.NewRunID(start)
+	dir, err := rundir.Create(cfg.RunsDir, x.ID, runID)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := rundir.NewRecorder(dir, start)
+	if err != nil {
+		return nil, err
+	}
+	e := &engine{cfg: cfg, x: x, a: a, dir: dir, rec: rec, runID: runID, targets: map[string]*targetHandle{}, opRuns: map[string]int{}, runSh: map[string][2]string{}}
+	if cfg.Seed != nil {
+		e.seed = *cfg.Seed
+	} else {
+		e.seed = rand.Uint64() >> 11 // fits a JSON number exactly
+	}
+	if cfg.Log != nil {
+		rec.AddSink(func(ev rundir.Event) {
+			fmt.Fprintf(cfg.Log, "%s %s %s\n", rundir.LogTime(ev.TS.Local()), ev.Name, ev.FieldsJSON())
+		})
+	}
+	if cfg.Log != nil {
+		fmt.Fprintf(cfg.Log, "%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
+	}
+	v, err := e.run(ctx)
+	rec.Close()
+	if err != nil {
+		return &Outcome{Dir: dir}, err
+	}
+	return &Outcome{Verdict: v, Dir: dir}, nil
+}
+
+// errorf records a harness error: the verdict becomes ERROR.
+func (e *engine) errorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	e.mu.Lock()
+	e.errs = append(e.errs, msg)
+	e.mu.Unlock()
+	e.rec.Record("run.error", rundir.F("error", msg))
+}
+
+func (e *engine) hookTimeout() time.Duration {
+	if e.a.HookTimeout > 0 {
+		return e.a.HookTimeout.D()
+	}
+	return shell.DefaultTimeout
+}
+
+// hookDir is where hooks run: the run directory.
+func (e *engine) hookDir() string { return e.dir.Root }
+
+// hookEnv is the environment every hook and harness-side script gets.
+func (e *engine) hookEnv() []string { return e.baseEnv }
+
+func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
+	x, a := e.x, e.a
+	if err := e.writeInputs(); err != nil {
+		return nil, err
+	}
+	sup, err := proc.NewSupervisor("CHAOS_RUN_ID=" + e.runID)
+	if err != nil {
+		return nil, err
+	}
+	defer sup.Close()
+	e.sup = sup
+	e.runner = shell.Runner{Sup: sup}
+	abs, _ := filepath.Abs(e.dir.Root)
+	e.dir = &rundir.Dir{Root: abs}
+	e.baseEnv = mergeEnv(os.Environ(), a.Env, x.Env)
+	e.baseEnv = setEnv(e.baseEnv,
+		"CHAOS_RUN_ID", e.runID,
+		"CHAOS_RUN_DIR", e.dir.Root,
+		"CHAOS_EXPERIMENT", x.ID,
+		"CHAOS_ADAPTER", a.ID,
+		"CHAOS_SEED", fmt.Sprint(e.seed),
+	)
+	e.redact = NewRedactor(e.baseEnv)
+	e.reg = newRegistry(x)
+	if err := e.openBackend(); err != nil {
+		return nil, err
+	}
+	defer e.be.Close()
+
+	e.rec.Record("run.started", rundir.F("experiment", x.ID), rundir.F("version", x.Version), rundir.F("seed", e.seed), rundir.F("adapter", a.ID), rundir.F("run_id", e.runID))
+
+	// Signals abort the flow but never cleanup: cleanup runs on its own
+	// context so a second Ctrl-C cannot leave frozen or killed processes.
+	flowCtx, cancelFlow := context.WithCancel(context.Background())
+	defer cancelFlow()
+	stopWatch := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		if e.aborted == "" {
+			e.aborted = abortReason(ctx)
+		}
+		e.mu.Unlock()
+		cancelFlow()
+	})
+	defer stopWatch()
+
+	for _, name := range a.TargetNames() {
+		t := a.Target(name)
+		if t.Type == adapter.TypeProcess {
+			e.targets[name] = &targetHandle{e: e, name: name, spec: t}
+		}
+	}
+	ok := e.startOwnedTargets(flowCtx)
+	if ok {
+		ok = e.preflight(flowCtx)
+	}
+	if ok && flowCtx.Err() == nil {
+		e.runFlow(flowCtx)
+	} else if !ok {
+		e.rec.Record("flow.skipped", rundir.F("reason", "preflight failed"))
+	}
+
+	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancelClean()
+	e.cleanup(cleanCtx)
+	if e.aborted != "" {
+		e.rec.Record("run.aborted", rundir.F("signal", e.aborted))
+	}
+
+	v, err := verdict.Evaluate(cleanCtx, e.dir, x, a, verdict.Options{
+		By: "run", Runner: e.runner, Env: os.Environ(),
+		Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) },
+	})
+	if err != nil {
+		e.errorf("evaluating checks: %v", err)
+		return nil, err
+	}
+	v.RunID = e.runID
+	if err := rundir.WriteJSON(e.dir.VerdictFile(), v); err != nil {
+		return nil, err
+	}
+	e.rec.Record("run.finished", rundir.F("verdict", v.Verdict))
+	if e.cfg.Out != nil {
+		verdict.Print(e.cfg.Out, v)
+		fmt.Fprintln(e.cfg.Out, e.dir.Root)
+	}
+	return v, nil
+}
+
+func abortReason(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause.Error()
+	}
+	return "interrupt"
+}
+
+func (e *engine) openBackend() error {
+	if e.cfg.Backend != nil {
+		e.be = e.cfg.Backend
+		return nil
+	}
+	if e.a.Instance.HasHooks() {
+		f, err := os.OpenFile(e.dir.LogFile("collect"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		e.collectL = f
+		e.be = &hooks.Backend{Spec: e.a.Instance, Runner: e.runner, Timeout: e.hookTimeout(), Log: f}
+		return nil
+	}
+	switch e.a.Backend {
+	case adapter.BackendProcess:
+		e.be = local.New(e.sup)
+		return nil
+	}
+	return fmt.Errorf("backend %s is not available in this build", e.a.Backend)
+}
+
+// writeInputs copies the inputs and writes manifest.json.
+func (e *engine) writeInputs() error {
+	if err := os.WriteFile(e.dir.ExperimentFile(), e.x.Raw, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(e.dir.AdapterFile(), e.a.Raw, 0o644); err != nil {
+		return err
+	}
+	var m rundir.Manifest
+	m.Format = rundir.FormatVersion
+	m.RunID = e.runID
+	m.Experiment.ID, m.Experiment.Version, m.Experiment.File, m.Experiment.SHA256 = e.x.ID, e.x.Version, absPath(e.x.File), e.x.SHA256
+	m.Adapter.ID, m.Adapter.Backend, m.Adapter.SHA256 = e.a.ID, e.a.Backend, e.a.SHA256
+	m.Adapter.File = absPath(e.a.File)
+	if e.a.Builtin {
+		m.Adapter.File = "built in"
+	}
+	m.Harness.Version, m.Harness.Go = buildinfo.String(), runtime.Version()
+	m.Seed = e.seed
+	m.Started = e.rec.Start().UTC()
+	m.Command = append([]string{"chaos"}, e.cfg.Args...)
+	m.Replay = fmt.Sprintf("chaos run --adapter %s --seed %d %s", e.a.ID, e.seed, e.x.File)
+	m.Host = hostInfo()
+	if sha, dirty, ok := gitState(filepath.Dir(e.x.File)); ok {
+		m.Git = &struct {
+			SHA   string `json:"sha"`
+			Dirty bool   `json:"dirty"`
+		}{sha, dirty}
+	}
+	return rundir.WriteJSON(e.dir.ManifestFile(), m)
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+func hostInfo() rundir.Host {
+	h := rundir.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
+	h.Name, _ = os.Hostname()
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		var b strings.Builder
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			b.WriteByte(byte(c))
+		}
+		h.Kernel = b.String()
+	}
+	if cu, err := user.Current(); err == nil {
+		h.User = cu.Username
+	}
+	return h
+}
+
+// gitState returns the commit of the working tree dir is in, when there is
+// one, and whether it has uncommitted changes.
+func gitState(dir string) (sha string, dirty bool, ok bool) {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", false, false
+	}
+	sha = strings.TrimSpace(string(out))
+	st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output()
+	return sha, err == nil && len(strings.TrimSpace(string(st))) > 0, true
+}
+
+// startOwnedTargets starts every target the run owns (lifecycle: run).
+func (e *engine) startOwnedTargets(ctx context.Context) bool {
+	ok := true
+	for _, name := range e.a.TargetNames() {
+		t := e.targets[name]
+		if t == nil || t.spec.Lifecycle != "run" {
+			continue
+		}
+		pid, err := t.start(ctx)
+		if err != nil {
+			e.errorf("starting target %s: %v", name, err)
+			ok = false
+			continue
+		}
+		e.rec.Record("target.started", rundir.F("target", name), rundir.F("pid", pid))
+	}
+	return ok
+}
+
+// preflight runs the adapter's preflight checks, then the experiment's,
+// recording each; it reports whether all passed.
+func (e *engine) preflight(ctx context.Context) bool {
+	ok := true
+	steps := append(append([]experiment.Step{}, e.a.Preflight...), e.x.Preflight...)
+	for _, s := range steps {
+		e.rec.Record("check.started", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name))
+		res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.dir.Root, Env: e.hookEnv(), Timeout: s.Timeout.D()})
+		passed, detail := false, ""
+		switch {
+		case err != nil:
+			detail = err.Error()
+		case !res.OK():
+			detail = strings.TrimSpace(e.redact.Redact(res.Output))
+			if detail == "" || res.TimedOut {
+				detail = strings.TrimSpace(res.Describe(s.Timeout.D()) + "\n" + detail)
+			}
+		default:
+			passed = true
+		}
+		e.rec.Record("check.finished", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name), rundir.F("ok", passed), rundir.F("detail", detail))
+		ok = ok && passed
+	}
+	return ok
+}
+
+// rng returns the random source for one application of an operation: it
+// depends only on the seed, the operation and how many times it ran, so
+// parallel branches never change each other's choices.
+func (e *engine) rng(op string, run int) *rand.Rand {
+	h := uint64(14695981039346656037)
+	for _, c := range []byte(op) {
+		h ^= uint64(c)
+		h *= 1099511628211
+	}
+	return rand.New(rand.NewPCG(e.seed, h^uint64(run)))
+}

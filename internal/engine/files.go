@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// wrapperScript runs a workload's script inside an instance. It appends one
+// line to .chaos/attempts every time it starts and writes the script's exit
+// code to .chaos/exit_code only when the script ends by itself, so a killed
+// instance has no exit code recorded. It is POSIX sh so it runs under
+// busybox too.
+const wrapperScript = `#!/bin/sh
+# Written by chaos: runs the workload's script in the instance's output
+# directory and records each start and the script's exit code.
+out="${CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR:?}"
+mkdir -p "$out/.chaos"
+echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) start" >> "$out/.chaos/attempts"
+rm -f "$out/.chaos/exit_code"
+cd "$out" || exit 125
+/bin/sh "${CHAOS_RUN_SCRIPT:?}"
+code=$?
+echo "$code" > "$out/.chaos/exit_code.tmp" && mv "$out/.chaos/exit_code.tmp" "$out/.chaos/exit_code"
+exit "$code"
+`
+
+// writeWorkloadFiles writes workloads/<w>/run.sh and wrapper.sh.
+func writeWorkloadFiles(d *rundir.Dir, workload, script string) (runSh, wrapper string, err error) {
+	dir := d.WorkloadDir(workload)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	runSh, wrapper = filepath.Join(dir, "run.sh"), filepath.Join(dir, "wrapper.sh")
+	if err := os.WriteFile(runSh, []byte(script), 0o755); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(wrapper, []byte(wrapperScript), 0o755); err != nil {
+		return "", "", err
+	}
+	return runSh, wrapper, nil
+}
+
+// secretName matches variable names whose values must never be written.
+var secretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key|credential|auth|cookie|session[_-]?key|signature)`)
+
+// IsSecret reports whether an environment variable's name looks like it
+// holds a secret.
+func IsSecret(name string) bool { return secretName.MatchString(name) }
+
+// redactedEnv renders env as sorted NAME=value lines with secret values
+// replaced.
+func redactedEnv(env []string) []byte {
+	lines := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if IsSecret(k) && v != "" {
+			v = "<redacted>"
+		}
+		lines = append(lines, k+"="+v)
+	}
+	sort.Strings(lines)
+	return []byte(strings.Join(lines, "\n") + "\n")
+}
+
+// Redactor replaces the values of secret-looking variables in text.
+type Redactor struct{ values []string }
+
+// NewRedactor collects the secret values found in env.
+func NewRedactor(env []string) *Redactor {
+	r := &Redactor{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if IsSecret(k) && len(v) >= 4 {
+			r.values = append(r.values, v)
+		}
+	}
+	return r
+}
+
+// Redact returns s with every known secret value replaced.
+func (r *Redactor) Redact(s string) string {
+	for _, v := range r.values {
+		s = strings.ReplaceAll(s, v, "<redacted>")
+	}
+	return s
+}
+
+// mergeEnv returns base with the overrides applied in order; later wins.
+func mergeEnv(base []string, overrides ...map[string]string) []string {
+	idx := map[string]int{}
+	out := make([]string, 0, len(base)+8)
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, m := range overrides {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			kv := k + "=" + m[k]
+			if i, ok := idx[k]; ok {
+				out[i] = kv
+				continue
+			}
+			idx[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// setEnv sets name=value in env.
+func setEnv(env []string, pairs ...string) []string {
+	if len(pairs)%2 != 0 {
+		panic(fmt.Sprintf("setEnv: odd pairs %v", pairs))
+	}
+	m := map[string]string{}
+	for i := 0; i < len(pairs); i += 2 {
+		m[pairs[i]] = pairs[i+1]
+	}
+	out := make([]string, 0, len(env)+len(m))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := m[k]; ok {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for i := 0; i < len(pairs); i += 2 {
+		out = append(out, pairs[i]+"="+pairs[i+1])
+	}
+	return out
+}
+
+func lookup(env []string, name string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// RedactBytes is Redact for file contents.
+func (r *Redactor) RedactBytes(b []byte) []byte {
+	if len(r.values) == 0 {
+		return b
+	}
+	return []byte(r.Redact(string(b)))
+}

@@ -1,0 +1,342 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// errFlowTimeout marks the experiment's timeout running out.
+var errFlowTimeout = errors.New("experiment timeout")
+
+// runFlow runs the flow tree under the experiment's timeout. A flow error
+// (an operation that did not complete, a wait that timed out) stops the
+// flow and is a harness error.
+func (e *engine) runFlow(ctx context.Context) {
+	if e.x.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, e.x.Timeout.D(), errFlowTimeout)
+		defer cancel()
+	}
+	err := e.node(ctx, e.x.Flow)
+	switch {
+	case err == nil:
+	case errors.Is(context.Cause(ctx), errFlowTimeout):
+		e.errorf("the flow did not finish within the experiment's timeout of %s", e.x.Timeout)
+	case e.aborted != "":
+		// The abort is recorded by the caller.
+	default:
+		e.errorf("flow: %v", err)
+	}
+}
+
+func (e *engine) node(ctx context.Context, f *experiment.FlowNode) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fields := []rundir.Field{rundir.F("node", nodeID(f)), rundir.F("kind", f.Kind), rundir.F("name", f.Label())}
+	e.rec.Record("node.started", fields...)
+	err := e.nodeBody(ctx, f)
+	fin := append(fields[:3:3], rundir.F("ok", err == nil))
+	if err != nil {
+		fin = append(fin, rundir.F("error", err.Error()))
+	}
+	e.rec.Record("node.finished", fin...)
+	return err
+}
+
+// nodeID names a node in events: its path in the manifest.
+func nodeID(f *experiment.FlowNode) string { return f.Path }
+
+func (e *engine) nodeBody(ctx context.Context, f *experiment.FlowNode) error {
+	switch f.Kind {
+	case experiment.FlowRef:
+		if w := e.x.Workload(f.Ref); w != nil {
+			return e.runWorkload(ctx, w)
+		}
+		return e.applyOperation(ctx, e.x.Operation(f.Ref))
+	case experiment.FlowSerial:
+		for _, c := range f.Children {
+			if err := e.node(ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	case experiment.FlowParallel:
+		return e.parallel(ctx, f.Children)
+	case experiment.FlowDelay:
+		return sleep(ctx, f.Delay.D())
+	case experiment.FlowWait:
+		if f.Wait.Signal != "" {
+			return e.waitSignal(ctx, f.Wait)
+		}
+		return e.waitWorkload(ctx, f.Wait)
+	case experiment.FlowRepeat:
+		return e.repeat(ctx, f)
+	}
+	return fmt.Errorf("unknown flow node kind %q", f.Kind)
+}
+
+// parallel runs children at once; the first error cancels the others.
+func (e *engine) parallel(ctx context.Context, children []*experiment.FlowNode) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for _, c := range children {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.node(ctx, c); err != nil {
+				once.Do(func() { first = err; cancel(err) })
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+func (e *engine) repeat(ctx context.Context, f *experiment.FlowNode) error {
+	r := f.Repeat
+	var deadline time.Time
+	if r.For > 0 {
+		deadline = time.Now().Add(r.For.D())
+	}
+	for round := 1; ; round++ {
+		if r.Times > 0 && round > r.Times {
+			return nil
+		}
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return nil
+		}
+		e.rec.Record("repeat.round", rundir.F("node", nodeID(f)), rundir.F("round", round))
+		if err := e.node(ctx, r.Body); err != nil {
+			return err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// waitSignal needs observers; they come with the adapter's watchers.
+func (e *engine) waitSignal(ctx context.Context, w *experiment.Wait) error {
+	return fmt.Errorf("wait for signal %s: this build has no watchers to read signals from", w.Signal)
+}
+
+// waitWorkload waits until the workload's instances meet the condition.
+func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
+	if w.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.Timeout.D())
+		defer cancel()
+	}
+	insts := e.reg.workload(w.Workload)
+	cond := func() (bool, error) {
+		for _, in := range insts {
+			switch w.Condition {
+			case experiment.CondCreated:
+				if !in.created {
+					return false, nil
+				}
+			case experiment.CondStarted:
+				if !in.everRan {
+					return false, nil
+				}
+			case experiment.CondRunning:
+				if in.state != backend.Running {
+					return false, nil
+				}
+			case experiment.CondFinished:
+				if !in.state.Terminal() {
+					return false, nil
+				}
+			case experiment.CondSucceeded:
+				if in.state == backend.Failed {
+					return false, fmt.Errorf("instance %s failed, so %s can never all succeed", in.name, w.Workload)
+				}
+				if in.state != backend.Succeeded {
+					return false, nil
+				}
+			}
+		}
+		// Running is impossible once an instance has ended.
+		if w.Condition == experiment.CondRunning {
+			for _, in := range insts {
+				if in.state.Terminal() {
+					return false, fmt.Errorf("instance %s ended (%s) before all of %s were running", in.name, in.state, w.Workload)
+				}
+			}
+		}
+		return true, nil
+	}
+	for {
+		ok, err, changed := e.reg.check(cond)
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			if w.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) == context.DeadlineExceeded {
+				return fmt.Errorf("wait for %s %s timed out after %s", w.Workload, w.Condition, w.Timeout)
+			}
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// runWorkload creates every instance of w, waits for each to end (killing
+// it at the workload's timeout), then collects and deletes it.
+func (e *engine) runWorkload(ctx context.Context, w *experiment.Workload) error {
+	runSh, wrapper, err := writeWorkloadFiles(e.dir, w.Name, w.Run)
+	if err != nil {
+		return err
+	}
+	insts := e.reg.workload(w.Name)
+	var wg sync.WaitGroup
+	errs := make([]error, len(insts))
+	for i, h := range insts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.runInstance(ctx, w, h, runSh, wrapper)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (e *engine) instanceEnv(w *experiment.Workload, h *instanceHandle) []string {
+	out := e.dir.OutputDir(w.Name, h.name)
+	env := mergeEnv(e.baseEnv, w.Env)
+	return setEnv(env,
+		"CHAOS_WORKLOAD", w.Name,
+		"CHAOS_INSTANCE", h.name,
+		"CHAOS_INSTANCE_INDEX", fmt.Sprint(h.index),
+		"CHAOS_INSTANCES", fmt.Sprint(w.InstanceCount()),
+		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR", out,
+		"CHAOS_RUN_SCRIPT", e.dir.Path("workloads", w.Name, "run.sh"),
+	)
+}
+
+func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *instanceHandle, runSh, wrapper string) error {
+	idir := e.dir.InstanceDir(w.Name, h.name)
+	env := e.instanceEnv(w, h)
+	if err := os.MkdirAll(idir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(idir, "env"), redactedEnv(env), 0o644); err != nil {
+		return err
+	}
+	spec := backend.InstanceSpec{
+		Workload: w.Name, Name: h.name, Index: h.index,
+		Dir: idir, OutputDir: e.dir.OutputDir(w.Name, h.name), LogDir: filepath.Join(idir, "logs"),
+		Wrapper: wrapper, Script: runSh, Env: env, Image: w.Image,
+		OnState: func(s backend.State, reason string) { e.setState(h, s, reason) },
+	}
+	inst, err := e.be.Create(ctx, spec)
+	if err != nil {
+		e.setState(h, backend.Failed, "CreateFailed")
+		return fmt.Errorf("creating instance %s: %w", h.name, err)
+	}
+	e.reg.update(func() { h.inst = inst })
+	e.rec.Record("instance.created", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("system_id", inst.SystemID()))
+	e.reg.update(func() { h.created = true })
+
+	var timeout <-chan time.Time
+	if w.Timeout > 0 {
+		t := time.NewTimer(w.Timeout.D())
+		defer t.Stop()
+		timeout = t.C
+	}
+	var runErr error
+	select {
+	case <-inst.Done():
+	case <-timeout:
+		e.rec.Record("instance.timeout", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("timeout", w.Timeout.String()))
+		kctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := inst.Kill(kctx); err != nil {
+			runErr = fmt.Errorf("killing timed-out instance %s: %w", h.name, err)
+		}
+		cancel()
+	case <-ctx.Done():
+		// Cleanup stops, collects and deletes it.
+		return context.Cause(ctx)
+	}
+	if err := e.finishInstance(context.Background(), h); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// setState records a state change and wakes waiters.
+func (e *engine) setState(h *instanceHandle, s backend.State, reason string) {
+	e.reg.update(func() {
+		h.state = s
+		if s == backend.Running {
+			h.everRan = true
+		}
+		if s == backend.Created {
+			h.created = true
+		}
+	})
+	e.rec.Record("instance.state", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("state", string(s)), rundir.F("reason", reason))
+}
+
+// finishInstance collects and deletes an instance once; errors are harness
+// errors since a sandbox that cannot be deleted is the harness's problem.
+func (e *engine) finishInstance(ctx context.Context, h *instanceHandle) error {
+	e.reg.mu.Lock()
+	inst, collected, deleted := h.inst, h.collected, h.deleted
+	h.collected, h.deleted = true, true
+	e.reg.mu.Unlock()
+	if inst == nil {
+		return nil
+	}
+	var errs []error
+	if !collected {
+		if err := inst.Collect(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("collecting %s: %w", h.name, err))
+		}
+		e.rec.Record("instance.collected", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("exit_code", readExitCode(e.dir.OutputDir(h.workload, h.name))))
+	}
+	if !deleted {
+		if err := inst.Delete(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s: %w", h.name, err))
+		} else {
+			e.rec.Record("instance.deleted", rundir.F("workload", h.workload), rundir.F("instance", h.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readExitCode returns the recorded exit code, or nil when none was.
+func readExitCode(out string) any {
+	data, err := os.ReadFile(filepath.Join(out, ".chaos", "exit_code"))
+	if err != nil {
+		return nil
+	}
+	var code int
+	if _, err := fmt.Sscan(string(data), &code); err != nil {
+		return nil
+	}
+	return code
+}

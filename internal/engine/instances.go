@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"sync"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/experiment"
+)
+
+// instanceHandle is the engine's view of one instance.
+type instanceHandle struct {
+	workload string
+	name     string
+	index    int
+	inst     backend.Instance // nil until created
+	// state fields are guarded by the registry's mutex.
+	state     backend.State
+	created   bool
+	everRan   bool
+	collected bool
+	deleted   bool
+}
+
+// registry tracks every instance's state and wakes waiters the moment a
+// state changes: waits are event-driven, never sampled.
+type registry struct {
+	mu        sync.Mutex
+	instances map[string][]*instanceHandle // by workload
+	changed   chan struct{}
+}
+
+func newRegistry(x *experiment.Experiment) *registry {
+	r := &registry{instances: map[string][]*instanceHandle{}, changed: make(chan struct{})}
+	for _, w := range x.Workloads {
+		for i := 0; i < w.InstanceCount(); i++ {
+			r.instances[w.Name] = append(r.instances[w.Name], &instanceHandle{workload: w.Name, name: experiment.InstanceName(w.Name, i), index: i})
+		}
+	}
+	return r
+}
+
+// update applies fn under the lock and wakes every waiter.
+func (r *registry) update(fn func()) {
+	r.mu.Lock()
+	fn()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// watch returns the channel closed at the next change, and evaluates cond
+// under the lock first.
+func (r *registry) check(cond func() (bool, error)) (bool, error, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ok, err := cond()
+	return ok, err, r.changed
+}
+
+func (r *registry) workload(name string) []*instanceHandle { return r.instances[name] }
+
+// all returns every instance handle in workload order.
+func (r *registry) all(x *experiment.Experiment) []*instanceHandle {
+	var out []*instanceHandle
+	for _, w := range x.Workloads {
+		out = append(out, r.instances[w.Name]...)
+	}
+	return out
+}

@@ -1,0 +1,172 @@
+// Package rundir owns the run directory: the one place a run's evidence
+// lives. It knows paths, the timeline and the JSON files a run writes, and
+// nothing of backends, so anything that reads a run (evaluate, reports) can
+// work on a copy of the directory on any machine.
+package rundir
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// FormatVersion is the version of the run directory layout; manifest.json
+// records it so readers can tell old runs apart.
+const FormatVersion = 1
+
+// Dir is a run directory.
+type Dir struct{ Root string }
+
+// NewRunID returns a run id such as 20261029T112646Z-2f79: the UTC start
+// time, then four random hex digits so runs started in the same second
+// differ.
+func NewRunID(now time.Time) string {
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}
+
+// Create makes the run directory runsDir/<experiment>/<runID> and its fixed
+// subdirectories.
+func Create(runsDir, experimentID, runID string) (*Dir, error) {
+	root := filepath.Join(runsDir, experimentID, runID)
+	if _, err := os.Stat(root); err == nil {
+		return nil, fmt.Errorf("run directory %s already exists", root)
+	}
+	d := &Dir{Root: root}
+	for _, sub := range []string{"logs", "system/metrics", "system/watch", "workloads"} {
+		if err := os.MkdirAll(filepath.Join(root, sub), 0o755); err != nil {
+			return nil, fmt.Errorf("creating run directory: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// Open checks that root looks like a run directory.
+func Open(root string) (*Dir, error) {
+	for _, f := range []string{"experiment.yaml", "timeline.jsonl"} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			return nil, fmt.Errorf("%s is not a run directory: %s is missing", root, f)
+		}
+	}
+	return &Dir{Root: root}, nil
+}
+
+// Path joins elements under the run directory.
+func (d *Dir) Path(elem ...string) string {
+	return filepath.Join(append([]string{d.Root}, elem...)...)
+}
+
+// Fixed files of a run directory.
+func (d *Dir) ExperimentFile() string { return d.Path("experiment.yaml") }
+func (d *Dir) AdapterFile() string    { return d.Path("adapter.yaml") }
+func (d *Dir) ManifestFile() string   { return d.Path("manifest.json") }
+func (d *Dir) TimelineFile() string   { return d.Path("timeline.jsonl") }
+func (d *Dir) VerdictFile() string    { return d.Path("verdict.json") }
+func (d *Dir) ReportFile() string     { return d.Path("report.html") }
+func (d *Dir) HarnessLog() string     { return d.Path("logs", "harness.log") }
+func (d *Dir) LogFile(name string) string {
+	return d.Path("logs", name+".log")
+}
+func (d *Dir) SystemDir() string           { return d.Path("system") }
+func (d *Dir) EvaluationsDir() string      { return d.Path("evaluations") }
+func (d *Dir) WorkloadDir(w string) string { return d.Path("workloads", w) }
+
+// InstanceDir is workloads/<w>/instances/<i>.
+func (d *Dir) InstanceDir(w, i string) string { return d.Path("workloads", w, "instances", i) }
+
+// OutputDir is the instance's collected output directory.
+func (d *Dir) OutputDir(w, i string) string { return filepath.Join(d.InstanceDir(w, i), "output") }
+
+// Manifest is manifest.json: what ran.
+type Manifest struct {
+	Format     int    `json:"format"`
+	RunID      string `json:"run_id"`
+	Experiment struct {
+		ID      string `json:"id"`
+		Version int    `json:"version"`
+		File    string `json:"file"`
+		SHA256  string `json:"sha256"`
+	} `json:"experiment"`
+	Adapter struct {
+		ID      string `json:"id"`
+		Backend string `json:"backend"`
+		File    string `json:"file"`
+		SHA256  string `json:"sha256"`
+	} `json:"adapter"`
+	Harness struct {
+		Version string `json:"version"`
+		Go      string `json:"go"`
+	} `json:"harness"`
+	Git *struct {
+		SHA   string `json:"sha"`
+		Dirty bool   `json:"dirty"`
+	} `json:"git,omitempty"`
+	Seed    uint64            `json:"seed"`
+	Host    Host              `json:"host"`
+	Started time.Time         `json:"started"`
+	Command []string          `json:"command"`
+	Replay  string            `json:"replay"`
+	Backend map[string]string `json:"backend,omitempty"`
+	Images  map[string]string `json:"images,omitempty"`
+}
+
+// Host describes the machine a run ran on.
+type Host struct {
+	Name   string `json:"name"`
+	OS     string `json:"os"`
+	Arch   string `json:"arch"`
+	Kernel string `json:"kernel,omitempty"`
+	CPUs   int    `json:"cpus"`
+	User   string `json:"user,omitempty"`
+}
+
+// WriteJSON writes v as indented JSON to path atomically.
+func WriteJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, append(data, '\n'))
+}
+
+// ReadJSON reads path into v.
+func ReadJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic writes data to path through a temporary file, so a reader
+// never sees half a file.
+func WriteFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,250 @@
+package rundir
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Field is one key and value of an event, kept in the order given so the
+// timeline reads like the seeds' ("workload" before "instance").
+type Field struct {
+	Key   string
+	Value any
+}
+
+// F makes a field.
+func F(key string, value any) Field { return Field{key, value} }
+
+// Event is one line of timeline.jsonl.
+type Event struct {
+	// T is seconds since the run started.
+	T float64
+	// TS is the wall-clock time, UTC.
+	TS     time.Time
+	Name   string
+	Fields []Field
+}
+
+// Get returns the value of a field, or nil.
+func (e *Event) Get(key string) any {
+	for _, f := range e.Fields {
+		if f.Key == key {
+			return f.Value
+		}
+	}
+	return nil
+}
+
+// String returns a field's value as text ("" when absent): strings as they
+// are, numbers and booleans as JSON writes them.
+func (e *Event) String(key string) string {
+	return ValueString(e.Get(key))
+}
+
+// ValueString renders a field value as text.
+func ValueString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case int:
+		return strconv.Itoa(x)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// FieldsJSON renders the event's fields as a JSON object in order.
+func (e *Event) FieldsJSON() []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, f := range e.Fields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		k, _ := json.Marshal(f.Key)
+		v, err := json.Marshal(f.Value)
+		if err != nil {
+			v, _ = json.Marshal(fmt.Sprint(f.Value))
+		}
+		b.Write(k)
+		b.WriteString(": ")
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// MarshalJSON writes {"t":..., "ts":..., "event":..., fields...}.
+func (e Event) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"t": %.3f, "ts": %q, "event": %q`, e.T, e.TS.UTC().Format("2006-01-02T15:04:05.000000Z"), e.Name)
+	fields := e.FieldsJSON()
+	if len(fields) > 2 {
+		b.WriteString(", ")
+		b.Write(fields[1 : len(fields)-1])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads an event line, keeping field order.
+func (e *Event) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("an event is a JSON object")
+	}
+	*e = Event{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key := kt.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		switch key {
+		case "t":
+			if n, ok := v.(json.Number); ok {
+				e.T, _ = n.Float64()
+			}
+		case "ts":
+			s, _ := v.(string)
+			e.TS, _ = time.Parse(time.RFC3339Nano, s)
+		case "event":
+			e.Name, _ = v.(string)
+		default:
+			e.Fields = append(e.Fields, Field{key, v})
+		}
+	}
+	return nil
+}
+
+// ReadTimeline reads every event of a timeline file. A torn last line (the
+// harness was killed mid-write) is skipped, not fatal.
+func ReadTimeline(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseTimeline(f, path)
+}
+
+// ParseTimeline reads events from r; name is used in errors.
+func ParseTimeline(r io.Reader, name string) ([]Event, error) {
+	var out []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	line := 0
+	var pendingErr error
+	for sc.Scan() {
+		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		if pendingErr != nil {
+			return out, pendingErr
+		}
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			pendingErr = fmt.Errorf("%s:%d: %v", name, line, err)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
+// Recorder appends events to timeline.jsonl and logs/harness.log, and hands
+// each to an optional console sink. It is safe for concurrent use.
+type Recorder struct {
+	mu       sync.Mutex
+	start    time.Time
+	timeline *os.File
+	log      *os.File
+	sinks    []func(Event)
+	now      func() time.Time
+}
+
+// NewRecorder opens the timeline and harness log of d for appending.
+func NewRecorder(d *Dir, start time.Time) (*Recorder, error) {
+	tl, err := os.OpenFile(d.TimelineFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	lg, err := os.OpenFile(d.HarnessLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		tl.Close()
+		return nil, err
+	}
+	return &Recorder{start: start, timeline: tl, log: lg, now: time.Now}, nil
+}
+
+// Start is when the run started; event times count from it.
+func (r *Recorder) Start() time.Time { return r.start }
+
+// AddSink registers fn to see every event after it is written.
+func (r *Recorder) AddSink(fn func(Event)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sinks = append(r.sinks, fn)
+}
+
+// Record writes one event now and returns it.
+func (r *Recorder) Record(name string, fields ...Field) Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	e := Event{T: now.Sub(r.start).Seconds(), TS: now.UTC(), Name: name, Fields: fields}
+	line, _ := e.MarshalJSON()
+	_, _ = r.timeline.Write(append(line, '\n'))
+	fmt.Fprintf(r.log, "%s %s %s\n", LogTime(now), name, e.FieldsJSON())
+	for _, s := range r.sinks {
+		s(e)
+	}
+	return e
+}
+
+// Logf writes a free-form line to the harness log only.
+func (r *Recorder) Logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.log, "%s %s\n", LogTime(r.now()), fmt.Sprintf(format, args...))
+}
+
+// Close flushes and closes the files.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err1 := r.timeline.Sync()
+	r.timeline.Close()
+	err2 := r.log.Close()
+	if err1 != nil {
+		return err1
+	}
+	return err2
+}
+
+// LogTime formats a time as the harness log does: 2026-10-29 12:26:46,122.
+func LogTime(t time.Time) string {
+	return t.Format("2006-01-02 15:04:05") + "," + fmt.Sprintf("%03d", t.Nanosecond()/1e6)
+}

@@ -1,0 +1,354 @@
+package verdict
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/shell"
+)
+
+// outcome is what one check found, before expectations.
+type outcome struct {
+	ok     bool
+	detail string
+	// err, when set, makes the result "error": the check itself could not
+	// decide (timed out, could not start). It is the short reason.
+	err string
+}
+
+// maxNearMisses bounds the events an event check lists in its detail.
+const maxNearMisses = 5
+
+// interruptedReason is the error of a check cut short by the context.
+const interruptedReason = "interrupted"
+
+func (ev *evaluator) stopped() bool {
+	if ev.interrupted {
+		return true
+	}
+	if err := ev.ctx.Err(); err != nil {
+		ev.interrupt(err)
+		return true
+	}
+	return false
+}
+
+func (ev *evaluator) interrupt(err error) {
+	if ev.interrupted {
+		return
+	}
+	ev.interrupted = true
+	ev.v.Aborted = true
+	ev.errorf("the evaluation was interrupted (%v); the remaining checks did not run", err)
+}
+
+// check runs one check with its timeline events around it and adds its
+// result.
+func (ev *evaluator) check(r rundir.CheckResult, fn func() outcome) {
+	if ev.stopped() {
+		return
+	}
+	var where []rundir.Field
+	where = append(where, rundir.F("scope", r.Scope))
+	if r.Instance != "" {
+		where = append(where, rundir.F("instance", r.Instance))
+	}
+	where = append(where, rundir.F("check", r.Check))
+	if ev.opt.Record != nil {
+		ev.opt.Record("check.started", where...)
+	}
+	start := time.Now()
+	o := fn()
+	r.Seconds = round3(time.Since(start).Seconds())
+	if o.err == interruptedReason && ev.ctx.Err() != nil {
+		ev.interrupt(ev.ctx.Err())
+		return
+	}
+	r.OK = o.ok && o.err == ""
+	r.Detail = o.detail
+	if o.err != "" {
+		r.Result = rundir.ResultError
+		ev.errorf("check %s: %s", r.ID, o.err)
+	}
+	if ev.opt.Record != nil {
+		ev.opt.Record("check.finished", append(where, rundir.F("ok", r.OK))...)
+	}
+	ev.add(r)
+}
+
+func (ev *evaluator) runWorkloadChecks() {
+	for _, in := range ev.instances {
+		w := ev.x.Workload(in.workload)
+		if w == nil {
+			continue // the experiment file no longer has this workload
+		}
+		for ci := range w.Checks {
+			c := &w.Checks[ci]
+			r := rundir.CheckResult{
+				ID:       in.name + "/" + c.Name,
+				Scope:    rundir.ScopeWorkload,
+				Workload: w.Name,
+				Instance: in.name,
+				Check:    c.Name,
+			}
+			ev.check(r, func() outcome { return ev.workloadCheck(w, in.name, c, r.ID) })
+		}
+	}
+}
+
+func (ev *evaluator) workloadCheck(w *experiment.Workload, inst string, c *experiment.Check, id string) outcome {
+	out := ev.d.OutputDir(w.Name, inst)
+	switch c.Kind {
+	case experiment.CheckExitCode:
+		return ev.exitCodeCheck(out, inst, c)
+	case experiment.CheckShell:
+		dir := out
+		if st, err := os.Stat(out); err != nil || !st.IsDir() {
+			dir = ev.d.Root
+		}
+		env := buildEnv(ev.opt.Env, ev.x.Env, w.Env)
+		env = append(env,
+			"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR="+out,
+			"CHAOS_RUN_DIR="+ev.d.Root,
+			"CHAOS_WORKLOAD="+w.Name,
+			"CHAOS_INSTANCE="+inst,
+			"CHAOS_INSTANCE_DIR="+ev.d.InstanceDir(w.Name, inst),
+		)
+		return ev.script(id, c.Run, dir, env, c.Timeout.D())
+	case experiment.CheckEvent:
+		return ev.eventCheck(c, inst)
+	}
+	return outcome{err: fmt.Sprintf("unknown check kind %q", c.Kind), detail: fmt.Sprintf("unknown check kind %q", c.Kind)}
+}
+
+func (ev *evaluator) runExperimentChecks() {
+	for ci := range ev.x.Checks {
+		c := &ev.x.Checks[ci]
+		r := rundir.CheckResult{
+			ID:    rundir.ScopeExperiment + "/" + c.Name,
+			Scope: rundir.ScopeExperiment,
+			Check: c.Name,
+		}
+		ev.check(r, func() outcome {
+			switch c.Kind {
+			case experiment.CheckShell:
+				env := append(buildEnv(ev.opt.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root)
+				return ev.script(r.ID, c.Run, ev.d.Root, env, c.Timeout.D())
+			case experiment.CheckEvent:
+				return ev.eventCheck(c, "")
+			}
+			msg := fmt.Sprintf("%s checks cannot run at experiment scope", c.Kind)
+			return outcome{err: msg, detail: msg}
+		})
+	}
+}
+
+func (ev *evaluator) runAdapterChecks() {
+	if ev.a == nil {
+		return
+	}
+	for si := range ev.a.Checks {
+		s := &ev.a.Checks[si]
+		r := rundir.CheckResult{
+			ID:    rundir.ScopeAdapter + "/" + s.Name,
+			Scope: rundir.ScopeAdapter,
+			Check: s.Name,
+		}
+		ev.check(r, func() outcome {
+			env := append(buildEnv(ev.opt.Env, ev.a.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root)
+			return ev.script(r.ID, s.Run, ev.d.Root, env, s.Timeout.D())
+		})
+	}
+}
+
+// buildEnv appends each map's variables, in key order, to a copy of base;
+// later ones win.
+func buildEnv(base []string, maps ...map[string]string) []string {
+	env := append([]string(nil), base...)
+	for _, m := range maps {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			env = append(env, k+"="+m[k])
+		}
+	}
+	return env
+}
+
+// exitCodeCheck reads output/.chaos/exit_code.
+func (ev *evaluator) exitCodeCheck(out, inst string, c *experiment.Check) outcome {
+	want := 0
+	if c.Equals != nil {
+		want = *c.Equals
+	}
+	data, err := os.ReadFile(filepath.Join(out, ".chaos", "exit_code"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		msg := fmt.Sprintf("cannot read .chaos/exit_code: %v", err)
+		return outcome{err: msg, detail: msg}
+	}
+	text := strings.TrimSpace(string(data))
+	if text == "" {
+		detail := "no exit code recorded"
+		if t, ok := ev.timeouts[inst]; ok {
+			if t != "" {
+				detail += fmt.Sprintf("\nthe instance timed out after %s and was stopped", t)
+			} else {
+				detail += "\nthe instance timed out and was stopped"
+			}
+		}
+		return outcome{detail: detail}
+	}
+	got, err := strconv.Atoi(text)
+	if err != nil {
+		return outcome{detail: fmt.Sprintf(".chaos/exit_code holds %q, not an exit code; want %d", text, want)}
+	}
+	if got != want {
+		return outcome{detail: fmt.Sprintf("exit code %d, want %d", got, want)}
+	}
+	return outcome{ok: true, detail: fmt.Sprintf("exit code %d", got)}
+}
+
+// script runs a shell check: exit 0 passes, what it prints is the detail.
+func (ev *evaluator) script(id, script, dir string, env []string, timeout time.Duration) outcome {
+	if timeout <= 0 {
+		timeout = shell.DefaultTimeout
+	}
+	spec := shell.Spec{Name: id, Script: script, Dir: dir, Env: env, Timeout: timeout}
+	res, err := ev.opt.Runner.Run(ev.ctx, spec)
+	if err != nil {
+		if ev.ctx.Err() != nil {
+			return outcome{err: interruptedReason}
+		}
+		msg := strings.TrimPrefix(err.Error(), id+": ")
+		return outcome{err: msg, detail: msg}
+	}
+	out := trimOutput(res.Output)
+	if res.TimedOut {
+		reason := "timed out after " + formatDuration(timeout)
+		return outcome{err: reason, detail: joinLines(out, reason)}
+	}
+	if res.ExitCode == 0 {
+		return outcome{ok: true, detail: out}
+	}
+	if out == "" {
+		out = fmt.Sprintf("exited %d", res.ExitCode)
+	}
+	return outcome{detail: out}
+}
+
+// trimOutput drops trailing blank space and carriage returns.
+func trimOutput(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.TrimRight(s, " \t\n")
+}
+
+func joinLines(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
+}
+
+// formatDuration writes whole seconds as 60s and anything else as Go does.
+func formatDuration(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", int64(d/time.Second))
+	}
+	return d.String()
+}
+
+// eventCheck counts timeline events; at workload scope (inst set) only those
+// whose instance field is inst.
+func (ev *evaluator) eventCheck(c *experiment.Check, inst string) outcome {
+	lo := 1
+	if c.Min != nil {
+		lo = *c.Min
+	}
+	keys := make([]string, 0, len(c.Where))
+	for k := range c.Where {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var matched, near []*rundir.Event
+	for i := range ev.events {
+		e := &ev.events[i]
+		if e.Name != c.Event {
+			continue
+		}
+		if inst != "" && e.String("instance") != inst {
+			continue
+		}
+		all := true
+		for _, k := range keys {
+			if e.String(k) != c.Where[k] {
+				all = false
+				break
+			}
+		}
+		if all {
+			matched = append(matched, e)
+		} else {
+			near = append(near, e)
+		}
+	}
+	n := len(matched)
+	ok := n >= lo && (c.Max == nil || n <= *c.Max)
+	what := c.Event + " event"
+	if inst != "" {
+		what += " of " + inst
+	}
+	if len(keys) > 0 {
+		var conds []string
+		for _, k := range keys {
+			conds = append(conds, k+"="+c.Where[k])
+		}
+		what += " with " + strings.Join(conds, ", ")
+	}
+	var want string
+	switch {
+	case c.Max != nil && *c.Max == 0:
+		want = "no " + what
+	case c.Max != nil && *c.Max == lo:
+		want = fmt.Sprintf("exactly %d %s", lo, what)
+	case c.Max != nil:
+		want = fmt.Sprintf("between %d and %d of %s", lo, *c.Max, what)
+	default:
+		want = fmt.Sprintf("at least %d %s", lo, what)
+	}
+	if ok {
+		return outcome{ok: true, detail: fmt.Sprintf("found %d, want %s", n, want)}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "want %s, found %d", want, n)
+	list := func(title string, es []*rundir.Event) {
+		if len(es) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "\n%s:", title)
+		for i, e := range es {
+			if i == maxNearMisses {
+				fmt.Fprintf(&b, "\n  (%d more)", len(es)-maxNearMisses)
+				break
+			}
+			fmt.Fprintf(&b, "\n  t=%.3f %s", e.T, e.FieldsJSON())
+		}
+	}
+	if n < lo {
+		list("near misses", near)
+	} else {
+		list("found", matched)
+	}
+	return outcome{detail: b.String()}
+}
