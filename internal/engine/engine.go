@@ -172,6 +172,11 @@ func (e *engine) hookTimeout() time.Duration {
 	return shell.DefaultTimeout
 }
 
+// expand replaces $VARS in s from the run's environment.
+func (e *engine) expand(s string) string {
+	return os.Expand(s, func(name string) string { return lookup(e.baseEnv, name) })
+}
+
 // hookDir is where hooks run: the run directory.
 func (e *engine) hookDir() string { return e.dir.Root }
 

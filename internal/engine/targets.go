@@ -31,9 +31,9 @@ type targetHandle struct {
 	frozenPid int
 }
 
-func (t *targetHandle) pidFile() string {
-	return os.ExpandEnv(t.spec.PidFile)
-}
+// pidFile is the target's pid file, with $VARS expanded from the run's
+// environment (so it can live under $CHAOS_RUN_DIR).
+func (t *targetHandle) pidFile() string { return t.e.expand(t.spec.PidFile) }
 
 // pid reads the target's pid file.
 func (t *targetHandle) pid() (int, error) {
@@ -234,7 +234,7 @@ func (t *targetHandle) copyLog() {
 	if t.spec.Log == "" {
 		return
 	}
-	src := os.ExpandEnv(t.spec.Log)
+	src := t.e.expand(t.spec.Log)
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return

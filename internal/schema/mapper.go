@@ -37,7 +37,9 @@ func sortedKeys(m map[string]*jsonschema.Schema) []string {
 	return out
 }
 
-func str(desc string) *jsonschema.Schema { return &jsonschema.Schema{Type: "string", Description: desc} }
+func str(desc string) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc}
+}
 
 func flowNode() *jsonschema.Schema {
 	ref := &jsonschema.Schema{Ref: "#/$defs/FlowNode"}
@@ -98,8 +100,8 @@ func mapper(t reflect.Type) *jsonschema.Schema {
 		}}
 	case reflect.TypeOf(adapter.Targets{}):
 		s := &jsonschema.Schema{
-			Type:        "object",
-			Description: "Named targets; the key roles holds the roles of each instance.",
+			Type:                 "object",
+			Description:          "Named targets; the key roles holds the roles of each instance.",
 			AdditionalProperties: &jsonschema.Schema{Ref: "#/$defs/Target"},
 		}
 		s.Properties = jsonschema.NewProperties()
