@@ -145,6 +145,10 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 			b.d.Problem(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, suggest(t.Role, keys(a.Roles)))
 			return
 		}
+		if a.Backend != adapter.BackendDocker {
+			b.na(fmt.Sprintf("operation %s: roles inside instances need the docker backend; %s is %s", o.Name, a.ID, a.Backend))
+			return
+		}
 		if fault {
 			if why := FaultSupport(a, r.Type, r.Faults, o.Uses); why != "" {
 				b.na(fmt.Sprintf("operation %s: %s on role %s: %s", o.Name, o.Uses, t.Role, why))

@@ -77,6 +77,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 	} else {
 		used := map[string]bool{}
 		x.Flow.Walk(func(f *FlowNode) { validateFlowNode(d, x, f, used) })
+		checkWorkloadRuns(d, x)
 		for i, w := range x.Workloads {
 			if w.Name != "" && !used[w.Name] {
 				d.Warn(fmt.Sprintf("workloads[%d].name", i), "workload %q is never used by the flow", w.Name)
@@ -444,3 +445,38 @@ func SplitInstance(name string) (workload string, index int, ok bool) {
 
 // InstanceName returns the name of instance i of workload w.
 func InstanceName(w string, i int) string { return fmt.Sprintf("%s-%d", w, i) }
+
+// checkWorkloadRuns enforces that each workload runs once: its instances
+// and their output directories are named by workload and index, so a second
+// run would overwrite the first one's evidence.
+func checkWorkloadRuns(d *manifest.Decoder, x *Experiment) {
+	first := map[string]string{}
+	var walk func(f *FlowNode, inRepeat string)
+	walk = func(f *FlowNode, inRepeat string) {
+		if f == nil {
+			return
+		}
+		switch f.Kind {
+		case FlowRef:
+			if x.Workload(f.Ref) == nil {
+				return
+			}
+			if inRepeat != "" {
+				d.Problem(f.Path, "workload %q is inside a repeat (%s); a workload runs once, so start it beside the repeat in a parallel", f.Ref, inRepeat)
+				return
+			}
+			if prev, ok := first[f.Ref]; ok {
+				d.Problem(f.Path, "workload %q already runs at %s (line %d); each workload runs once", f.Ref, prev, d.Pos(prev).Line)
+				return
+			}
+			first[f.Ref] = f.Path
+		case FlowRepeat:
+			walk(f.Repeat.Body, f.Path)
+		default:
+			for _, c := range f.Children {
+				walk(c, inRepeat)
+			}
+		}
+	}
+	walk(x.Flow, "")
+}

@@ -983,15 +983,16 @@ func TestGoodModel(t *testing.T) {
 // nodes are refused quickly instead of walked.
 func TestAliasBomb(t *testing.T) {
 	var b strings.Builder
-	b.WriteString("apiVersion: chaos/v1alpha1\nid: t\nworkloads:\n  - name: w\n    run: echo\nflow:\n  serial:\n")
-	b.WriteString("    - &a0 [w, w, w, w, w, w, w, w, w, w]\n")
+	b.WriteString("apiVersion: chaos/v1alpha1\nid: t\nworkloads:\n  - name: w\n    run: echo\n")
+	b.WriteString("operations:\n  - name: k\n    uses: kill\n    target: {workload: w}\nflow:\n  serial:\n    - w\n")
+	b.WriteString("    - &a0 [k, k, k, k, k, k, k, k, k, k]\n")
 	for i := 1; i < 9; i++ {
 		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", ")
 		fmt.Fprintf(&b, "    - &a%d [%s]\n", i, refs)
 	}
 	_, ps := Parse("bomb.yaml", []byte(b.String()))
 	assertProblems(t, probsOf(ps), []prob{
-		e(8, 15, "flow.serial[3][7][9][0][1]", "the document expands more than 10000 values through aliases; write the repeated parts out"),
+		e(13, 15, "flow.serial[4][7][9][0][1]", "the document expands more than 10000 values through aliases; write the repeated parts out"),
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -164,17 +165,7 @@ func (d *Decoder) Warn(path, format string, args ...any) {
 func (d *Decoder) DecodeDocument(data []byte, v any) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		p := Problem{File: d.File, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
-		// yaml.v3 syntax errors read "yaml: line N: ..."; keep the line.
-		if rest, ok := strings.CutPrefix(p.Msg, "line "); ok {
-			if i := strings.Index(rest, ":"); i > 0 {
-				if line, err := strconv.Atoi(rest[:i]); err == nil {
-					p.Pos = Pos{Line: line, Column: 1}
-					p.Msg = strings.TrimSpace(rest[i+1:])
-				}
-			}
-		}
-		d.Problems = append(d.Problems, p)
+		d.Problems = append(d.Problems, syntaxProblem(d.File, data, err))
 		return
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 || isNull(doc.Content[0]) {
@@ -182,6 +173,69 @@ func (d *Decoder) DecodeDocument(data []byte, v any) {
 		return
 	}
 	d.Decode(doc.Content[0], "", reflect.ValueOf(v).Elem())
+}
+
+// parserProblems are the messages of yaml.v3's parser (as opposed to its
+// scanner). For these it reports the line counted from 0, not from 1.
+var parserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found undefined tag handle":             true,
+	"found duplicate %YAML directive":        true,
+	"found duplicate %TAG directive":         true,
+	"found incompatible YAML document":       true,
+}
+
+// syntaxProblem turns a yaml.v3 syntax error ("yaml: line N: ...") into a
+// problem at the right line. yaml.v3 leaves the line out when it is the
+// first, counts parser errors' lines from 0, and gives none for encoding
+// errors, whose place is found here instead.
+func syntaxProblem(file string, data []byte, err error) Problem {
+	p := Problem{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	line := 0
+	if rest, ok := strings.CutPrefix(p.Msg, "line "); ok {
+		if i := strings.Index(rest, ":"); i > 0 {
+			if n, err := strconv.Atoi(rest[:i]); err == nil {
+				line = n
+				p.Msg = strings.TrimSpace(rest[i+1:])
+			}
+		}
+	}
+	if line > 0 && parserProblems[p.Msg] {
+		line++
+	}
+	if line > 0 {
+		p.Pos = Pos{Line: line, Column: 1}
+	} else if pos, ok := badByte(data); ok {
+		p.Pos = pos
+	} else {
+		p.Pos = Pos{Line: 1, Column: 1}
+	}
+	return p
+}
+
+// badByte finds the first byte yaml.v3's reader refuses: invalid UTF-8 or
+// a control character other than tab, line feed and carriage return.
+func badByte(data []byte) (Pos, bool) {
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 || r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return Pos{Line: line, Column: col}, true
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += size
+	}
+	return Pos{}, false
 }
 
 var (

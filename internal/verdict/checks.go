@@ -272,9 +272,13 @@ func formatDuration(d time.Duration) string {
 // eventCheck counts timeline events; at workload scope (inst set) only those
 // whose instance field is inst.
 func (ev *evaluator) eventCheck(c *experiment.Check, inst string) outcome {
+	// min defaults to 1, or to max when that is lower (max: 0 alone means
+	// the event never happened).
 	lo := 1
 	if c.Min != nil {
 		lo = *c.Min
+	} else if c.Max != nil && *c.Max < lo {
+		lo = *c.Max
 	}
 	keys := make([]string, 0, len(c.Where))
 	for k := range c.Where {
@@ -305,27 +309,33 @@ func (ev *evaluator) eventCheck(c *experiment.Check, inst string) outcome {
 	}
 	n := len(matched)
 	ok := n >= lo && (c.Max == nil || n <= *c.Max)
-	what := c.Event + " event"
+	qual := ""
 	if inst != "" {
-		what += " of " + inst
+		qual += " of " + inst
 	}
 	if len(keys) > 0 {
 		var conds []string
 		for _, k := range keys {
 			conds = append(conds, k+"="+c.Where[k])
 		}
-		what += " with " + strings.Join(conds, ", ")
+		qual += " with " + strings.Join(conds, ", ")
+	}
+	what := func(count int) string {
+		if count == 1 {
+			return c.Event + " event" + qual
+		}
+		return c.Event + " events" + qual
 	}
 	var want string
 	switch {
 	case c.Max != nil && *c.Max == 0:
-		want = "no " + what
+		want = "no " + what(1)
 	case c.Max != nil && *c.Max == lo:
-		want = fmt.Sprintf("exactly %d %s", lo, what)
+		want = fmt.Sprintf("exactly %d %s", lo, what(lo))
 	case c.Max != nil:
-		want = fmt.Sprintf("between %d and %d of %s", lo, *c.Max, what)
+		want = fmt.Sprintf("between %d and %d %s", lo, *c.Max, what(2))
 	default:
-		want = fmt.Sprintf("at least %d %s", lo, what)
+		want = fmt.Sprintf("at least %d %s", lo, what(lo))
 	}
 	if ok {
 		return outcome{ok: true, detail: fmt.Sprintf("found %d, want %s", n, want)}
