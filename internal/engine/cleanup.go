@@ -58,6 +58,7 @@ func (e *engine) cleanup(ctx context.Context) {
 	if e.collectL != nil {
 		e.collectL.Close()
 	}
+	e.stopObservers()
 
 	settle := e.a.Settle.D()
 	if e.cfg.Settle != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/buildinfo"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/observe"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
@@ -98,6 +99,8 @@ type engine struct {
 	baseEnv  []string
 	runSh    map[string][2]string // workload -> run.sh, wrapper.sh
 	collectL *os.File
+	hub      *observe.Hub
+	watchers []*observe.Watcher
 }
 
 // revert undoes an operation that is still active.
@@ -237,6 +240,10 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	ok := e.startOwnedTargets(flowCtx)
 	if ok {
 		ok = e.preflight(flowCtx)
+	}
+	e.hub = observe.NewHub()
+	if ok {
+		ok = e.startObservers()
 	}
 	if ok && flowCtx.Err() == nil {
 		e.runFlow(flowCtx)
@@ -426,4 +433,28 @@ func (e *engine) rng(op string, run int) *rand.Rand {
 		h *= 1099511628211
 	}
 	return rand.New(rand.NewPCG(e.seed, h^uint64(run)))
+}
+
+// startObservers starts the adapter's watchers before the flow.
+func (e *engine) startObservers() bool {
+	for _, w := range e.a.Watch {
+		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.dir.Root, Env: setEnv(e.hookEnv(), "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub,
+			Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) }}
+		if err := wt.Start(e.rec.Start()); err != nil {
+			e.errorf("starting watcher %s: %v", w.Name, err)
+			return false
+		}
+		e.watchers = append(e.watchers, wt)
+		e.rec.Record("watch.started", rundir.F("watch", w.Name))
+	}
+	return true
+}
+
+// stopObservers stops every watcher.
+func (e *engine) stopObservers() {
+	for _, w := range e.watchers {
+		w.Stop()
+		e.rec.Record("watch.stopped", rundir.F("watch", w.Name))
+	}
+	e.watchers = nil
 }

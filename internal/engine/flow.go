@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"time"
 
@@ -136,9 +137,28 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// waitSignal needs observers; they come with the adapter's watchers.
+// waitSignal waits for the next line matching the adapter's signal after
+// the wait began, then for the wait's delay. A timeout is a flow error.
 func (e *engine) waitSignal(ctx context.Context, w *experiment.Wait) error {
-	return fmt.Errorf("wait for signal %s: this build has no watchers to read signals from", w.Signal)
+	sig := e.a.Signals[w.Signal]
+	re, err := regexp.Compile(sig.Pattern)
+	if err != nil {
+		return fmt.Errorf("signal %s: %w", w.Signal, err)
+	}
+	if w.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, w.Timeout.D(), fmt.Errorf("wait for signal %s timed out after %s", w.Signal, w.Timeout))
+		defer cancel()
+	}
+	ch, unsubscribe := e.hub.Subscribe(sig.Watch, re)
+	defer unsubscribe()
+	select {
+	case l := <-ch:
+		e.rec.Record("signal.matched", rundir.F("signal", w.Signal), rundir.F("watch", sig.Watch), rundir.F("line", l.Text), rundir.F("delay", w.Delay.String()))
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	return sleep(ctx, w.Delay.D())
 }
 
 // waitWorkload waits until the workload's instances meet the condition.
