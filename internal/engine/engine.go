@@ -101,6 +101,7 @@ type engine struct {
 	collectL *os.File
 	hub      *observe.Hub
 	watchers []*observe.Watcher
+	scrapers []*observe.Scraper
 }
 
 // revert undoes an operation that is still active.
@@ -435,8 +436,18 @@ func (e *engine) rng(op string, run int) *rand.Rand {
 	return rand.New(rand.NewPCG(e.seed, h^uint64(run)))
 }
 
-// startObservers starts the adapter's watchers before the flow.
+// startObservers starts the adapter's metrics scrapers and watchers before
+// the flow.
 func (e *engine) startObservers() bool {
+	for _, m := range e.a.Metrics {
+		s := &observe.Scraper{Name: m.Name, URL: e.expand(m.URL), Interval: m.Interval.D(), Run: e.dir}
+		if err := s.Start(e.rec.Start()); err != nil {
+			e.errorf("starting metrics %s: %v", m.Name, err)
+			return false
+		}
+		e.scrapers = append(e.scrapers, s)
+		e.rec.Record("metrics.started", rundir.F("metrics", m.Name), rundir.F("url", s.URL), rundir.F("interval", s.Interval.String()))
+	}
 	for _, w := range e.a.Watch {
 		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.dir.Root, Env: setEnv(e.hookEnv(), "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub,
 			Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) }}
@@ -450,8 +461,16 @@ func (e *engine) startObservers() bool {
 	return true
 }
 
-// stopObservers stops every watcher.
+// stopObservers stops every scraper (after one last scrape) and watcher.
 func (e *engine) stopObservers() {
+	for _, s := range e.scrapers {
+		n, failed, err := s.Stop()
+		if err != nil {
+			e.errorf("writing metrics of %s: %v", s.Name, err)
+		}
+		e.rec.Record("metrics.stopped", rundir.F("metrics", s.Name), rundir.F("scrapes", n), rundir.F("failed", failed))
+	}
+	e.scrapers = nil
 	for _, w := range e.watchers {
 		w.Stop()
 		e.rec.Record("watch.stopped", rundir.F("watch", w.Name))

@@ -1,0 +1,274 @@
+package observe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// DefaultInterval is the time between scrapes when an endpoint sets none.
+const DefaultInterval = 2 * time.Second
+
+// acceptHeader asks for OpenMetrics first, then the Prometheus text format.
+const acceptHeader = `application/openmetrics-text;version=1.0.0;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1`
+
+// Scrape is one line of system/metrics/<name>.jsonl.
+type Scrape struct {
+	T        float64            `json:"t"`
+	TS       string             `json:"ts"`
+	OK       bool               `json:"ok"`
+	Error    string             `json:"error,omitempty"`
+	Final    bool               `json:"final,omitempty"`
+	Families map[string]*Family `json:"families,omitempty"`
+}
+
+// Family is one metric family in a scrape.
+type Family struct {
+	Type    string   `json:"type"`
+	Samples []Sample `json:"samples"`
+}
+
+// Sample is one series of a family; histograms and summaries are kept whole.
+type Sample struct {
+	Labels    map[string]string `json:"labels,omitempty"`
+	Value     *Float            `json:"value,omitempty"`
+	Count     *uint64           `json:"count,omitempty"`
+	Sum       *Float            `json:"sum,omitempty"`
+	Buckets   []Bucket          `json:"buckets,omitempty"`
+	Quantiles []Quantile        `json:"quantiles,omitempty"`
+}
+
+// Bucket is a cumulative histogram bucket.
+type Bucket struct {
+	LE    float64 `json:"le"`
+	Count uint64  `json:"count"`
+}
+
+// Quantile is one quantile of a summary.
+type Quantile struct {
+	Q     float64 `json:"q"`
+	Value Float   `json:"value"`
+}
+
+// Float is a sample value; +Inf, -Inf and NaN, which JSON lacks, are
+// written as strings.
+type Float float64
+
+// MarshalJSON implements json.Marshaler.
+func (f Float) MarshalJSON() ([]byte, error) { return []byte(jsonFloat(float64(f))), nil }
+
+// UnmarshalJSON reads a number or one of the strings MarshalJSON writes.
+func (f *Float) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		switch s {
+		case "+Inf":
+			*f = Float(math.Inf(1))
+		case "-Inf":
+			*f = Float(math.Inf(-1))
+		default:
+			*f = Float(math.NaN())
+		}
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*f = Float(v)
+	return nil
+}
+
+// MarshalJSON writes +Inf, -Inf and NaN as strings, which JSON lacks.
+func (b Bucket) MarshalJSON() ([]byte, error) {
+	return fmt.Appendf(nil, `{"le":%s,"count":%d}`, jsonFloat(b.LE), b.Count), nil
+}
+
+func jsonFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return `"+Inf"`
+	case math.IsInf(f, -1):
+		return `"-Inf"`
+	case math.IsNaN(f):
+		return `"NaN"`
+	}
+	b, _ := json.Marshal(f)
+	return string(b)
+}
+
+// Scraper reads one Prometheus endpoint every interval.
+type Scraper struct {
+	Name     string
+	URL      string
+	Interval time.Duration
+	Run      *rundir.Dir
+	Client   *http.Client
+
+	start             time.Time
+	mu                sync.Mutex
+	out               *os.File
+	types             map[string]familyType
+	stop              chan struct{}
+	done              chan struct{}
+	scrapes, failures int
+}
+
+type familyType struct {
+	Type string `json:"type"`
+	Help string `json:"help,omitempty"`
+}
+
+// Start scrapes at once and then every interval until Stop.
+func (s *Scraper) Start(start time.Time) error {
+	var err error
+	s.out, err = os.OpenFile(s.Run.Path("system", "metrics", s.Name+".jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if s.Interval <= 0 {
+		s.Interval = DefaultInterval
+	}
+	if s.Client == nil {
+		s.Client = &http.Client{Timeout: max(s.Interval, time.Second)}
+	}
+	s.start, s.types = start, map[string]familyType{}
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(s.Interval)
+		defer t.Stop()
+		for {
+			s.scrapeOnce(false)
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop ends the schedule, takes one last scrape so checks can read the
+// system after the faults, and writes <name>.types.json.
+func (s *Scraper) Stop() (scrapes, failures int, err error) {
+	close(s.stop)
+	<-s.done
+	s.scrapeOnce(true)
+	s.out.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scrapes, s.failures, rundir.WriteJSON(s.Run.Path("system", "metrics", s.Name+".types.json"), s.types)
+}
+
+func (s *Scraper) scrapeOnce(final bool) {
+	now := time.Now()
+	sc := Scrape{T: float64(int64(now.Sub(s.start).Seconds()*1e3+0.5)) / 1e3, TS: now.UTC().Format("2006-01-02T15:04:05.000000Z"), Final: final}
+	fams, err := s.fetch()
+	if err != nil {
+		sc.Error = err.Error()
+	} else {
+		sc.OK, sc.Families = true, map[string]*Family{}
+		for _, mf := range fams {
+			f, ft := convert(mf)
+			sc.Families[mf.GetName()] = f
+			s.mu.Lock()
+			s.types[mf.GetName()] = ft
+			s.mu.Unlock()
+		}
+	}
+	data, _ := json.Marshal(sc)
+	s.mu.Lock()
+	s.out.Write(append(data, '\n'))
+	s.scrapes++
+	if !sc.OK {
+		s.failures++
+	}
+	s.mu.Unlock()
+}
+
+// fetch reads and parses the endpoint in whichever format it answers.
+func (s *Scraper) fetch() ([]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.Client.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", acceptHeader)
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", s.URL, resp.Status)
+	}
+	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+	var out []*dto.MetricFamily
+	for {
+		mf := &dto.MetricFamily{}
+		if err := dec.Decode(mf); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return out, fmt.Errorf("parsing %s: %w", s.URL, err)
+		}
+		out = append(out, mf)
+	}
+}
+
+func convert(mf *dto.MetricFamily) (*Family, familyType) {
+	typ := strings.ToLower(mf.GetType().String())
+	f := &Family{Type: typ}
+	for _, m := range mf.GetMetric() {
+		var smp Sample
+		if len(m.GetLabel()) > 0 {
+			smp.Labels = map[string]string{}
+			for _, l := range m.GetLabel() {
+				smp.Labels[l.GetName()] = l.GetValue()
+			}
+		}
+		val := func(v float64) *Float { f := Float(v); return &f }
+		switch {
+		case m.Counter != nil:
+			smp.Value = val(m.GetCounter().GetValue())
+		case m.Gauge != nil:
+			smp.Value = val(m.GetGauge().GetValue())
+		case m.Untyped != nil:
+			smp.Value = val(m.GetUntyped().GetValue())
+		case m.Histogram != nil:
+			h := m.GetHistogram()
+			c := h.GetSampleCount()
+			smp.Count, smp.Sum = &c, val(h.GetSampleSum())
+			for _, b := range h.GetBucket() {
+				smp.Buckets = append(smp.Buckets, Bucket{LE: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+			}
+			sort.Slice(smp.Buckets, func(i, j int) bool { return smp.Buckets[i].LE < smp.Buckets[j].LE })
+		case m.Summary != nil:
+			sm := m.GetSummary()
+			c := sm.GetSampleCount()
+			smp.Count, smp.Sum = &c, val(sm.GetSampleSum())
+			for _, q := range sm.GetQuantile() {
+				smp.Quantiles = append(smp.Quantiles, Quantile{Q: q.GetQuantile(), Value: Float(q.GetValue())})
+			}
+		}
+		f.Samples = append(f.Samples, smp)
+	}
+	return f, familyType{Type: typ, Help: mf.GetHelp()}
+}
