@@ -175,6 +175,10 @@ type Targets struct {
 
 // UnmarshalNode implements manifest.Unmarshaler.
 func (t *Targets) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		// targets: with nothing after it, like any other empty mapping.
+		return
+	}
 	if n.Kind != yaml.MappingNode {
 		d.Errorf(n, path, "expected a mapping of target names to targets, got %s", manifest.Describe(n))
 		return

@@ -3,6 +3,7 @@ package adapter
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -68,15 +69,24 @@ var badAdapters = []badCase{
 apiVersion: chaos/v1alpha1
 id: a
 backend: dokcer
-`)},
+`), want: []prob{
+		e(3, 10, "backend", "unknown backend \"dokcer\"; expected one of process, docker, kubernetes, hooks (did you mean \"docker\"?)"),
+	}},
 	{name: "missing apiVersion, id and backend", yaml: doc(`
 title: nothing
-`)},
+`), want: []prob{
+		e(1, 1, "apiVersion", "missing; write apiVersion: chaos/v1alpha1"),
+		e(1, 1, "id", "missing; every adapter needs an id"),
+		e(1, 1, "backend", "missing; one of process, docker, kubernetes, hooks"),
+	}},
 	{name: "wrong apiVersion and a bad id", yaml: doc(`
 apiVersion: v1
 id: My Adapter
 backend: process
-`)},
+`), want: []prob{
+		e(1, 13, "apiVersion", "unsupported version \"v1\"; this harness reads chaos/v1alpha1"),
+		e(2, 5, "id", "\"My Adapter\" is not a valid id: use lower-case letters, digits, dots, underscores and dashes"),
+	}},
 	{name: "process target without pid-file", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -85,7 +95,9 @@ targets:
   gateway:
     type: process
     start: ./gateway &
-`)},
+`), want: []prob{
+		e(6, 5, "targets.gateway", "a process target needs pid-file: the file that holds its pid"),
+	}},
 	{name: "lifecycle run without start", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -99,7 +111,10 @@ targets:
     type: process
     pid-file: db.pid
     lifecycle: always
-`)},
+`), want: []prob{
+		e(6, 5, "targets.gateway", "lifecycle: run needs a start hook"),
+		e(12, 16, "targets.db.lifecycle", "unknown lifecycle \"always\"; expected external or run"),
+	}},
 	{name: "unknown target type and missing type", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -109,7 +124,10 @@ targets:
     type: vm
   db:
     container: db
-`)},
+`), want: []prob{
+		e(6, 11, "targets.gateway.type", "unknown target type \"vm\"; expected one of process, container, pod"),
+		e(8, 5, "targets.db", "missing type: one of process, container, pod"),
+	}},
 	{name: "unknown fault names in faults", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -128,7 +146,12 @@ roles:
 unsupported:
   freeze: containers cannot be paused here
   pause: no such thing
-`)},
+`), want: []prob{
+		e(5, 18, "instance.faults[1]", "\"freez\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze) (did you mean \"freeze\"?)"),
+		e(10, 14, "targets.db.faults[0]", "\"pause\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze)"),
+		e(14, 23, "roles.sidecar.faults[1]", "\"stop\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze)"),
+		e(17, 10, "unsupported.pause", "\"pause\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze)"),
+	}},
 	{name: "signal naming a missing watcher", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -140,7 +163,9 @@ signals:
   sweep:
     watch: otle
     pattern: reconcile
-`)},
+`), want: []prob{
+		e(9, 12, "signals.sweep.watch", "no watcher named \"otle\" (did you mean \"otel\"?)"),
+	}},
 	{name: "signal without watch or pattern", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -148,7 +173,10 @@ backend: process
 signals:
   sweep:
     description: nothing to match
-`)},
+`), want: []prob{
+		e(6, 5, "signals.sweep", "missing watch: the watcher whose lines the pattern reads (or unavailable: REASON)"),
+		e(6, 5, "signals.sweep", "missing pattern: a regular expression matched against each line"),
+	}},
 	{name: "invalid regex pattern", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -160,7 +188,9 @@ signals:
   sweep:
     watch: log
     pattern: "reconcile(sandboxes"
-`)},
+`), want: []prob{
+		e(10, 14, "signals.sweep.pattern", "invalid regular expression: error parsing regexp: missing closing ): `reconcile(sandboxes`"),
+	}},
 	{name: "metrics with bad URLs and a duplicate name", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -172,7 +202,13 @@ metrics:
     url: ftp://127.0.0.1/metrics
   - url: http://127.0.0.1:9090/metrics
   - name: db
-`)},
+`), want: []prob{
+		e(6, 10, "metrics[0].url", "expected an http:// or https:// URL, got \"localhost:9090/metrics\""),
+		e(7, 11, "metrics[1].name", "duplicate metrics name \"gateway\""),
+		e(8, 10, "metrics[1].url", "expected an http:// or https:// URL, got \"ftp://127.0.0.1/metrics\""),
+		e(9, 5, "metrics[2]", "missing name"),
+		e(10, 5, "metrics[3].url", "expected an http:// or https:// URL, got \"\""),
+	}},
 	{name: "duplicate watcher names and a watcher without run", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -183,7 +219,11 @@ watch:
   - name: events
     run: docker events --since 1m
   - run: ""
-`)},
+`), want: []prob{
+		e(7, 11, "watch[1].name", "duplicate watcher name \"events\""),
+		e(9, 5, "watch[2]", "missing name"),
+		e(9, 5, "watch[2]", "missing run: the command to watch"),
+	}},
 	{name: "instance hooks without state", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -191,12 +231,16 @@ backend: docker
 instance:
   create: docker run -d busybox sh "$CHAOS_WRAPPER"
   collect: docker cp "$CHAOS_SYSTEM_ID:/output" "$CHAOS_COLLECT_DIR"
-`)},
+`), want: []prob{
+		e(5, 3, "instance", "instance hooks come as a set: create and state are both needed (collect and delete are optional)"),
+	}},
 	{name: "hooks backend without hooks", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
 backend: hooks
-`)},
+`), want: []prob{
+		e(1, 1, "instance", "the hooks backend needs instance hooks: create and state at least"),
+	}},
 	{name: "operation named like a built-in fault, operation without run", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -206,7 +250,10 @@ operations:
     run: systemctl restart gateway
   policy-set:
     description: no hook
-`)},
+`), want: []prob{
+		e(6, 5, "operations.restart", "\"restart\" is a built-in fault; give the adapter operation another name"),
+		e(8, 5, "operations.policy-set", "missing run: the hook that makes the change"),
+	}},
 	{name: "role under roles and under targets", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -217,7 +264,10 @@ targets:
 roles:
   supervisor: {type: container}
   sidecar: {type: sandbox}
-`)},
+`), want: []prob{
+		e(6, 17, "targets.roles.supervisor", "role \"supervisor\" is also defined under roles"),
+		e(9, 19, "roles.sidecar.type", "unknown role type \"sandbox\"; expected one of process, container, pod"),
+	}},
 	{name: "unknown fields with suggestions", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -228,7 +278,11 @@ targets:
     pid_file: gw.pid
 instance:
   crate: ./create.sh
-`)},
+`), want: []prob{
+		e(6, 5, "targets.gateway", "a process target needs pid-file: the file that holds its pid"),
+		e(7, 5, "targets.gateway.pid_file", "unknown field \"pid_file\" (did you mean \"pid-file\"?)"),
+		e(9, 3, "instance.crate", "unknown field \"crate\" (did you mean \"create\"?)"),
+	}},
 	{name: "duplicate target", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -236,7 +290,9 @@ backend: process
 targets:
   gateway: {type: process, pid-file: a.pid}
   gateway: {type: process, pid-file: b.pid}
-`)},
+`), want: []prob{
+		e(6, 3, "targets.gateway", "duplicate target \"gateway\""),
+	}},
 	{name: "wrong types", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -244,7 +300,11 @@ backend: process
 settle: 30
 targets: [gateway]
 watch: {name: x}
-`)},
+`), want: []prob{
+		e(4, 9, "settle", "expected a duration such as 15s, 500ms or 2m30s, got \"30\" (add a unit: 30s)"),
+		e(5, 10, "targets", "expected a mapping of target names to targets, got a list"),
+		e(6, 8, "watch", "expected a list, got a mapping"),
+	}},
 	{name: "preflight and check steps", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -258,9 +318,39 @@ checks:
   - name: Leaks
     run: "true"
   - run: "false"
-`)},
-	{name: "empty file", yaml: ""},
-	{name: "invalid YAML", yaml: "apiVersion: chaos/v1alpha1\nid: [a\n"},
+`), want: []prob{
+		e(7, 11, "preflight[1].name", "duplicate name \"docker\""),
+		e(10, 11, "checks[0].name", "\"Leaks\" is not a valid name: use lower-case letters, digits, dots, underscores and dashes"),
+		e(12, 5, "checks[1]", "missing name"),
+	}},
+	{name: "entries written without a value", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: a
+backend: docker
+targets:
+  gateway:
+  roles:
+    sidecar:
+roles:
+  supervisor:
+operations:
+  policy-set:
+signals:
+  sweep:
+`), want: []prob{
+		e(5, 11, "targets.gateway", "missing type: one of process, container, pod"),
+		e(7, 13, "targets.roles.sidecar", "missing type: one of process, container, pod"),
+		e(9, 14, "roles.supervisor", "missing type: one of process, container, pod"),
+		e(11, 14, "operations.policy-set", "missing run: the hook that makes the change"),
+		e(13, 9, "signals.sweep", "missing watch: the watcher whose lines the pattern reads (or unavailable: REASON)"),
+		e(13, 9, "signals.sweep", "missing pattern: a regular expression matched against each line"),
+	}},
+	{name: "empty file", yaml: "", want: []prob{
+		e(1, 1, "", "the file is empty"),
+	}},
+	{name: "invalid YAML", yaml: "apiVersion: chaos/v1alpha1\nid: [a\n", want: []prob{
+		e(2, 1, "", "did not find expected ',' or ']'"),
+	}},
 }
 
 func TestBadAdapters(t *testing.T) {
@@ -279,4 +369,260 @@ func TestBadAdapters(t *testing.T) {
 			assertProblems(t, probsOf(ps), tc.want)
 		})
 	}
+}
+
+// TestGoodAdapters: the adapters under testdata/good, and the seeds'
+// adapters used by the experiment tests, parse with no problem at all.
+func TestGoodAdapters(t *testing.T) {
+	files, _ := filepath.Glob("testdata/good/*.yaml")
+	more, _ := filepath.Glob("../experiment/testdata/adapters/*.yaml")
+	files = append(files, more...)
+	if len(files) < 4 {
+		t.Fatalf("found only %d good adapters", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			a, ps := Load(f)
+			for _, p := range ps {
+				t.Errorf("%v", p)
+			}
+			if a == nil || a.ID == "" || a.File != f || len(a.SHA256) != 64 || len(a.Raw) == 0 {
+				t.Fatalf("Load(%s) = %+v", f, a)
+			}
+		})
+	}
+}
+
+func TestGoodAdapterModel(t *testing.T) {
+	a, ps := Load("testdata/good/everything.yaml")
+	if ps.Err() != nil {
+		t.Fatal(ps)
+	}
+	if a.Backend != BackendDocker || a.HookTimeout.String() != "1m30s" || a.Settle.String() != "5s" || a.Env["GATEWAY_PORT"] != "18080" {
+		t.Errorf("top level %+v", a)
+	}
+	if !a.Instance.HasHooks() || a.Instance.PollInterval.String() != "500ms" || strings.Join(a.Instance.Faults, ",") != "kill,restart,freeze" {
+		t.Errorf("instance %+v", a.Instance)
+	}
+	if got := strings.Join(a.TargetNames(), ","); got != "db,gateway" {
+		t.Errorf("TargetNames() = %s", got)
+	}
+	g := a.Target("gateway")
+	if g == nil || g.Type != TypeProcess || g.Lifecycle != "run" || g.HealthTimeout.String() != "2m" || len(g.Faults) != 4 {
+		t.Errorf("gateway %+v", g)
+	}
+	if a.Target("nope") != nil {
+		t.Error("Target(nope) is not nil")
+	}
+	op := a.Operations["policy-set"]
+	if op == nil || op.Timeout.String() != "20s" || op.Params["policy"].Default != nil || op.Params["mode"].Default == nil || *op.Params["mode"].Default != "enforce" {
+		t.Errorf("policy-set %+v", op)
+	}
+	if s := a.Signals["leader-change"]; s == nil || s.Unavailable == "" {
+		t.Errorf("leader-change %+v", s)
+	}
+	if a.Metrics[0].Interval.String() != "2s" || a.Metrics[1].URL != "https://db.local:9187/metrics" {
+		t.Errorf("metrics %+v", a.Metrics)
+	}
+	if a.Provision == "" || a.Deprovision == "" || a.Unsupported["restart-in-place"] == "" {
+		t.Errorf("provision %q deprovision %q unsupported %v", a.Provision, a.Deprovision, a.Unsupported)
+	}
+}
+
+// TestRolesUnderTargets: roles written under targets (as the seeds' adapter
+// does) land in Adapter.Roles and are not targets.
+func TestRolesUnderTargets(t *testing.T) {
+	a, ps := Load("testdata/good/roles-under-targets.yaml")
+	if len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	if got := strings.Join(a.TargetNames(), ","); got != "gateway" {
+		t.Errorf("targets %s", got)
+	}
+	if len(a.Roles) != 2 {
+		t.Fatalf("roles %v", a.Roles)
+	}
+	for _, name := range []string{"sandbox", "supervisor"} {
+		r := a.Roles[name]
+		if r == nil || r.Type != TypeContainer || r.Labels["openshell.ai/isolation-role"] != name {
+			t.Errorf("role %s = %+v", name, r)
+		}
+	}
+	// The problems of a role under targets point into targets.roles.
+	_, ps = Parse("x.yaml", []byte(doc(`
+apiVersion: chaos/v1alpha1
+id: x
+backend: docker
+targets:
+  roles:
+    sandbox: {type: vm}
+`)))
+	assertProblems(t, probsOf(ps), []prob{
+		e(6, 21, "targets.roles.sandbox.type", "unknown role type \"vm\"; expected one of process, container, pod"),
+	})
+}
+
+// TestBuiltins: every built-in adapter parses with no problem at all.
+func TestBuiltins(t *testing.T) {
+	entries, err := builtinFS.ReadDir("builtin")
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no built-in adapters: %v", err)
+	}
+	for _, e := range entries {
+		data, _ := builtinFS.ReadFile("builtin/" + e.Name())
+		a, ps := Parse("builtin:"+e.Name(), data)
+		for _, p := range ps {
+			t.Errorf("%v", p)
+		}
+		if a.ID+".yaml" != e.Name() {
+			t.Errorf("built-in %s has id %q", e.Name(), a.ID)
+		}
+	}
+	b := Builtins()
+	if len(b) != len(entries) {
+		t.Errorf("Builtins() has %d adapters, the directory %d", len(b), len(entries))
+	}
+	l := b["local"]
+	if l == nil || !l.Builtin || l.Backend != BackendProcess || l.File != "builtin:local.yaml" {
+		t.Fatalf("local = %+v", l)
+	}
+	if len(l.Preflight) == 0 || len(l.Checks) == 0 {
+		t.Errorf("local has no preflight or checks")
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolver(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "one/mine.yaml"), "apiVersion: chaos/v1alpha1\nid: mine\nbackend: process\n")
+	writeFile(t, filepath.Join(dir, "one/other.yml"), "apiVersion: chaos/v1alpha1\nid: not-other\nbackend: process\n")
+	writeFile(t, filepath.Join(dir, "one/broken.yaml"), "apiVersion: chaos/v1alpha1\nid: broken\n")
+	// A file in a later directory is shadowed by the same id earlier, and a
+	// file named for a built-in shadows the built-in.
+	writeFile(t, filepath.Join(dir, "two/mine.yaml"), "apiVersion: chaos/v1alpha1\nid: mine\nbackend: docker\n")
+	writeFile(t, filepath.Join(dir, "two/local.yaml"), "apiVersion: chaos/v1alpha1\nid: local\ntitle: my local\nbackend: process\n")
+	r := Resolver{Dirs: []string{filepath.Join(dir, "one"), filepath.Join(dir, "two"), filepath.Join(dir, "missing")}}
+
+	a, ps := r.Resolve("mine")
+	if ps.Err() != nil || a.Backend != BackendProcess || a.Builtin {
+		t.Errorf("Resolve(mine) = %+v, %v", a, ps)
+	}
+	a, ps = r.Resolve("local")
+	if ps.Err() != nil || a.Title != "my local" || a.Builtin {
+		t.Errorf("Resolve(local) = %+v, %v", a, ps)
+	}
+	a, ps = Resolver{}.Resolve("local")
+	if ps.Err() != nil || !a.Builtin {
+		t.Errorf("Resolve(local) with no dirs = %+v, %v", a, ps)
+	}
+	// By path, whatever its id.
+	a, ps = r.Resolve(filepath.Join(dir, "one/other.yml"))
+	if ps.Err() != nil || a.ID != "not-other" {
+		t.Errorf("Resolve(path) = %+v, %v", a, ps)
+	}
+	// By id, the file must carry that id.
+	_, ps = r.Resolve("other")
+	want := fmt.Sprintf("%s:2:5: id: file other.yml is named for adapter \"other\" but its id is \"not-other\"", filepath.Join(dir, "one/other.yml"))
+	if ps.Error() != want {
+		t.Errorf("Resolve(other) problems\n got  %s\n want %s", ps.Error(), want)
+	}
+	_, ps = r.Resolve("broken")
+	if ps.Err() == nil || !strings.Contains(ps.Error(), "backend: missing") {
+		t.Errorf("Resolve(broken) = %v", ps)
+	}
+	a, ps = r.Resolve("mien")
+	if a != nil || len(ps) != 1 {
+		t.Fatalf("Resolve(mien) = %v, %v", a, ps)
+	}
+	want = fmt.Sprintf("no adapter \"mien\": it is not built in and no mien.yaml is in %s, %s, %s; known adapters: mine, not-other, local (did you mean \"mine\"?)",
+		filepath.Join(dir, "one"), filepath.Join(dir, "two"), filepath.Join(dir, "missing"))
+	if ps[0].Msg != want {
+		t.Errorf("Resolve(mien)\n got  %s\n want %s", ps[0].Msg, want)
+	}
+
+	var ids []string
+	for _, a := range r.List() {
+		where := a.File
+		if a.Builtin {
+			where = "builtin"
+		}
+		ids = append(ids, a.ID+"@"+filepath.Base(filepath.Dir(where)))
+	}
+	if got := strings.Join(ids, " "); got != "mine@one not-other@one local@two" {
+		t.Errorf("List() = %s", got)
+	}
+}
+
+func TestDefaultDirs(t *testing.T) {
+	t.Setenv("CHAOS_ADAPTERS_DIR", "/a"+string(os.PathListSeparator)+"/b")
+	got := strings.Join(DefaultDirs("exp/x.yaml"), " ")
+	want := "/a /b adapters " + filepath.Join("exp", "adapters") + " adapters"
+	if got != want {
+		t.Errorf("DefaultDirs = %q, want %q", got, want)
+	}
+	t.Setenv("CHAOS_ADAPTERS_DIR", "")
+	if got := strings.Join(DefaultDirs(""), " "); got != "adapters" {
+		t.Errorf("DefaultDirs(\"\") = %q", got)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	a, ps := Load("testdata/none.yaml")
+	if a != nil || len(ps) != 1 || !strings.HasPrefix(ps[0].Msg, "cannot read the adapter: ") {
+		t.Errorf("Load = %v, %v", a, ps)
+	}
+}
+
+// FuzzParseAdapter: Parse never panics, and an adapter it accepts has an id
+// and a known backend; binding the seeds' experiments to it never panics.
+// testdata/fuzz/FuzzParseAdapter holds inputs that once broke it.
+func FuzzParseAdapter(f *testing.F) {
+	for _, pattern := range []string{"testdata/good/*.yaml", "../experiment/testdata/adapters/*.yaml", "builtin/*.yaml"} {
+		files, _ := filepath.Glob(pattern)
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+	for _, tc := range badAdapters {
+		f.Add([]byte(tc.yaml))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, ps := Parse("fuzz.yaml", data)
+		if a == nil {
+			t.Fatal("Parse returned no adapter")
+		}
+		for _, p := range ps {
+			if p.File != "fuzz.yaml" || p.Msg == "" {
+				t.Errorf("bad problem %#v", p)
+			}
+		}
+		if ps.Err() != nil {
+			return
+		}
+		if a.ID == "" {
+			t.Fatalf("accepted an adapter without an id:\n%s", data)
+		}
+		if !contains(Backends, a.Backend) {
+			t.Fatalf("accepted backend %q", a.Backend)
+		}
+		_ = a.TargetNames()
+		for name, r := range a.Roles {
+			if r == nil {
+				t.Fatalf("role %s is nil", name)
+			}
+		}
+	})
 }

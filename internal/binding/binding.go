@@ -6,6 +6,7 @@ package binding
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
@@ -99,12 +100,12 @@ func (b *binder) operation(p string, o *experiment.Operation) {
 			b.d.Problem(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, suggest(o.Uses, append(keys(a.Operations), experiment.Faults...)))
 			return
 		}
-		for name, param := range op.Params {
-			if _, given := o.With[name]; !given && param.Default == nil {
+		for _, name := range keys(op.Params) {
+			if _, given := o.With[name]; !given && op.Params[name].Default == nil {
 				b.d.Problem(p, "adapter operation %s needs parameter %q under with", o.Uses, name)
 			}
 		}
-		for name := range o.With {
+		for _, name := range keys(o.With) {
 			if _, known := op.Params[name]; !known && len(op.Params) > 0 {
 				b.d.Problem(p+".with."+name, "adapter operation %s takes no parameter %q%s", o.Uses, name, suggest(name, keys(op.Params)))
 			}
@@ -237,11 +238,14 @@ func stepNames(steps []experiment.Step) []string {
 	return out
 }
 
+// keys returns the keys of m sorted, so problems and suggestions do not
+// depend on map order.
 func keys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
+	sort.Strings(out)
 	return out
 }
 

@@ -262,9 +262,13 @@ func TestSeedSupervisorKill(t *testing.T) {
 	if r := a.Roles["supervisor"]; r == nil || r.Type != adapter.TypeContainer {
 		t.Errorf("the adapter's supervisor role is %+v", a.Roles["supervisor"])
 	}
-	// The kubernetes adapter's supervisor is a pod that lists only kill and
-	// restart; kill is one of them.
-	bindValid(t, x, loadAdapter(t, "testdata/adapters/openshell-kubernetes.yaml"))
+	// Roles inside instances are reached through docker only: on the
+	// kubernetes adapter the experiment is n/a, not invalid.
+	res := binding.Bind(x, loadAdapter(t, "testdata/adapters/openshell-kubernetes.yaml"))
+	want := "operation kill-supervisors: roles inside instances need the docker backend; openshell-kubernetes is kubernetes"
+	if res.Status != binding.NA || len(res.Problems) != 0 || strings.Join(res.Reasons, "; ") != want {
+		t.Errorf("on kubernetes: %s %v %q", res.Status, res.Problems, res.Reasons)
+	}
 	// The local adapter has no roles.
 	if res := binding.Bind(x, local(t)); res.Status != binding.Invalid {
 		t.Errorf("on local: %s %v", res.Status, res.Problems)

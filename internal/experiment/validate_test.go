@@ -246,13 +246,41 @@ workloads:
   - name: w
     run: echo
 flow:
-  repeat:
-    times: -2
-    until: done
-    do: w
+  parallel:
+    - w
+    - repeat:
+        times: -2
+        until: done
+        do: {delay: 1s}
 `), want: []prob{
-		e(8, 12, "flow.repeat.times", "times must not be negative"),
-		e(9, 5, "flow.repeat.until", "unknown field \"until\""),
+		e(10, 16, "flow.parallel[1].repeat.times", "times must not be negative"),
+		e(11, 9, "flow.parallel[1].repeat.until", "unknown field \"until\""),
+	}},
+	{name: "workload inside a repeat", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - name: w
+    run: echo
+flow:
+  repeat:
+    times: 3
+    serial: [w]
+`), want: []prob{
+		e(9, 14, "flow.repeat.serial[0]", "workload \"w\" is inside a repeat (flow); a workload runs once, so start it beside the repeat in a parallel"),
+	}},
+	{name: "workload run twice", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - name: w
+    run: echo
+flow:
+  serial:
+    - w
+    - parallel: [w]
+`), want: []prob{
+		e(9, 18, "flow.serial[1].parallel[0]", "workload \"w\" already runs at flow.serial[0] (line 8); each workload runs once"),
 	}},
 	{name: "wait without a condition", yaml: doc(`
 apiVersion: chaos/v1alpha1

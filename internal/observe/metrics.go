@@ -54,8 +54,8 @@ type Sample struct {
 
 // Bucket is a cumulative histogram bucket.
 type Bucket struct {
-	LE    float64 `json:"le"`
-	Count uint64  `json:"count"`
+	LE    Float  `json:"le"`
+	Count uint64 `json:"count"`
 }
 
 // Quantile is one quantile of a summary.
@@ -91,11 +91,6 @@ func (f *Float) UnmarshalJSON(b []byte) error {
 	}
 	*f = Float(v)
 	return nil
-}
-
-// MarshalJSON writes +Inf, -Inf and NaN as strings, which JSON lacks.
-func (b Bucket) MarshalJSON() ([]byte, error) {
-	return fmt.Appendf(nil, `{"le":%s,"count":%d}`, jsonFloat(b.LE), b.Count), nil
 }
 
 func jsonFloat(f float64) string {
@@ -257,7 +252,7 @@ func convert(mf *dto.MetricFamily) (*Family, familyType) {
 			c := h.GetSampleCount()
 			smp.Count, smp.Sum = &c, val(h.GetSampleSum())
 			for _, b := range h.GetBucket() {
-				smp.Buckets = append(smp.Buckets, Bucket{LE: b.GetUpperBound(), Count: b.GetCumulativeCount()})
+				smp.Buckets = append(smp.Buckets, Bucket{LE: Float(b.GetUpperBound()), Count: b.GetCumulativeCount()})
 			}
 			sort.Slice(smp.Buckets, func(i, j int) bool { return smp.Buckets[i].LE < smp.Buckets[j].LE })
 		case m.Summary != nil:

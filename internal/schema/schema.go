@@ -15,7 +15,39 @@ func reflector() *jsonschema.Reflector {
 		ExpandedStruct: true,
 		// Unknown keys are errors for the harness, so they are for editors too.
 		AllowAdditionalProperties: false,
-		Mapper:                    mapper,
+		// The YAML tags carry no omitempty, so without this every field
+		// would be required; the keys that are go in experimentRequired and
+		// adapterRequired.
+		RequiredFromJSONSchemaTags: true,
+		Mapper:                     mapper,
+	}
+}
+
+// The keys each definition must have, as the validators in packages
+// experiment and adapter demand them.
+var (
+	experimentRequired = map[string][]string{
+		"Workload":    {"name", "run"},
+		"Check":       {"name", "kind"},
+		"Operation":   {"name", "uses"},
+		"Expectation": {"issue", "checks"},
+		"Step":        {"name", "run"},
+	}
+	adapterRequired = map[string][]string{
+		"Target":    {"type"},
+		"Role":      {"type"},
+		"Operation": {"run"},
+		"Metrics":   {"name", "url"},
+		"Watcher":   {"name", "run"},
+		"Step":      {"name", "run"},
+	}
+)
+
+func setRequired(s *jsonschema.Schema, required map[string][]string) {
+	for name, keys := range required {
+		if d, ok := s.Definitions[name]; ok {
+			d.Required = keys
+		}
 	}
 }
 
@@ -26,6 +58,7 @@ func Experiment() *jsonschema.Schema {
 	s.Title = "chaos experiment manifest"
 	s.Required = []string{"apiVersion", "id", "flow"}
 	s.Definitions["FlowNode"] = flowNode()
+	setRequired(s, experimentRequired)
 	return s
 }
 
@@ -41,5 +74,6 @@ func Adapter() *jsonschema.Schema {
 		d.Version, d.ID = "", ""
 		s.Definitions[name] = d
 	}
+	setRequired(s, adapterRequired)
 	return s
 }

@@ -187,6 +187,17 @@ func TestEvaluateVerdicts(t *testing.T) {
 			},
 		},
 		{
+			name: "exit_code that is not a number",
+			build: func(r *vt.Run) {
+				okInstance(r, "counter-0")
+				r.Instance("counter", "counter-1", nil).Output("counter", "counter-1", "out", "x")
+				r.Output("counter", "counter-1", ".chaos/exit_code", "killed\n")
+			},
+			verdict: rundir.VerdictFail, exit: 1,
+			results: map[string]string{"counter-1/exited-ok": "fail"},
+			details: map[string]string{"counter-1/exited-ok": `.chaos/exit_code holds "killed", not an exit code; want 0`},
+		},
+		{
 			name: "xfail: known expectation covers every instance",
 			top: `expectations:
   - issue: NVIDIA/OpenShell#4910
@@ -290,8 +301,8 @@ func TestEvaluateVerdicts(t *testing.T) {
 				r.Event("flow.skipped", "reason", "the gateway is not up")
 			},
 			verdict: rundir.VerdictError, exit: 2,
-			ids:     []string{"preflight/shell-runs"},
-			errors:  []string{"the flow was skipped: the gateway is not up"},
+			ids:    []string{"preflight/shell-runs"},
+			errors: []string{"the flow was skipped: the gateway is not up"},
 		},
 		{
 			name: "error from a check that times out, never covered",
@@ -329,8 +340,8 @@ func TestEvaluateVerdicts(t *testing.T) {
 				r.Event("run.na", "reasons", []string{"operation x uses restart-in-place, which test-local cannot provide"})
 			},
 			verdict: rundir.VerdictNA, exit: 0,
-			ids:     []string{},
-			na:      []string{"operation x uses restart-in-place, which test-local cannot provide"},
+			ids: []string{},
+			na:  []string{"operation x uses restart-in-place, which test-local cannot provide"},
 		},
 		{
 			name:     "a crashed run (no run.finished) evaluated is ERROR",
@@ -403,7 +414,7 @@ func TestEvaluateVerdicts(t *testing.T) {
 				okInstance(r, "counter-0")
 			},
 			verdict: rundir.VerdictPass, exit: 0,
-			ids:     []string{"preflight/shell-runs", "counter-1/exited-ok", "counter-1/wrote-out", "counter-0/exited-ok", "counter-0/wrote-out", "adapter/nothing-leaked", "adapter/env-seen"},
+			ids: []string{"preflight/shell-runs", "counter-1/exited-ok", "counter-1/wrote-out", "counter-0/exited-ok", "counter-0/wrote-out", "adapter/nothing-leaked", "adapter/env-seen"},
 		},
 	}
 	for _, c := range cases {
@@ -624,6 +635,28 @@ func TestEvaluateInterrupted(t *testing.T) {
 	}
 	if v.Verdict != rundir.VerdictError || !v.Aborted || len(v.Checks) != 1 {
 		t.Errorf("verdict %s aborted %v with %d checks; want ERROR, aborted, preflight only\n%s", v.Verdict, v.Aborted, len(v.Checks), describe(v))
+	}
+}
+
+func TestEvaluateDamagedTimeline(t *testing.T) {
+	r := vt.New(t, "counter-test", experimentYAML("", ""), adapterYAML)
+	r.Started("counter-test", "test-local").Preflight("shell-runs", true, "")
+	bothOK(r)
+	d := r.Finished("?").Write()
+	data, _ := os.ReadFile(d.TimelineFile())
+	lines := strings.SplitAfter(string(data), "\n")
+	// A damaged line in the middle, then the rest.
+	damaged := strings.Join(lines[:3], "") + "{not json\n" + strings.Join(lines[3:], "")
+	if err := os.WriteFile(d.TimelineFile(), []byte(damaged), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x, a := load(t, d)
+	v, err := verdict.Evaluate(context.Background(), d, x, a, verdict.Options{By: verdict.ByRun, Env: os.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Verdict != rundir.VerdictError || len(v.Errors) == 0 || !strings.HasPrefix(v.Errors[0], "timeline: ") {
+		t.Errorf("verdict %s, errors %q; want ERROR for a damaged timeline", v.Verdict, v.Errors)
 	}
 }
 
