@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -161,6 +162,7 @@ func (ev *evaluator) errorf(format string, args ...any) {
 
 func (ev *evaluator) run() {
 	ev.scan()
+	ev.sortInstances()
 	v := ev.v
 	if ev.isNA {
 		v.Verdict = rundir.VerdictNA
@@ -322,4 +324,37 @@ func (ev *evaluator) finish() {
 		v.Verdict = rundir.VerdictPass
 	}
 	v.ExitCode = rundir.ExitCode(v.Verdict)
+}
+
+// sortInstances orders instances as the experiment lists its workloads, then
+// by index, so the check block reads the same whichever instance started
+// first. Instances of workloads the experiment no longer has keep their
+// timeline order, after the others.
+func (ev *evaluator) sortInstances() {
+	rank := map[string]int{}
+	for i, w := range ev.x.Workloads {
+		rank[w.Name] = i
+	}
+	key := func(in instance) (int, int) {
+		r, ok := rank[in.workload]
+		if !ok {
+			r = len(rank)
+		}
+		_, idx, ok := experiment.SplitInstance(in.name)
+		if !ok {
+			idx = 0
+		}
+		return r, idx
+	}
+	sort.SliceStable(ev.instances, func(i, j int) bool {
+		ri, ii := key(ev.instances[i])
+		rj, ij := key(ev.instances[j])
+		if ri != rj {
+			return ri < rj
+		}
+		if ri == len(rank) {
+			return false
+		}
+		return ii < ij
+	})
 }

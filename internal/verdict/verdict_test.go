@@ -408,13 +408,13 @@ func TestEvaluateVerdicts(t *testing.T) {
 			details: map[string]string{"experiment/fails": "exited 4"},
 		},
 		{
-			name: "instances only from instance.created, in timeline order",
+			name: "instances only from instance.created, in workload and index order",
 			build: func(r *vt.Run) {
 				okInstance(r, "counter-1")
 				okInstance(r, "counter-0")
 			},
 			verdict: rundir.VerdictPass, exit: 0,
-			ids: []string{"preflight/shell-runs", "counter-1/exited-ok", "counter-1/wrote-out", "counter-0/exited-ok", "counter-0/wrote-out", "adapter/nothing-leaked", "adapter/env-seen"},
+			ids: []string{"preflight/shell-runs", "counter-0/exited-ok", "counter-0/wrote-out", "counter-1/exited-ok", "counter-1/wrote-out", "adapter/nothing-leaked", "adapter/env-seen"},
 		},
 	}
 	for _, c := range cases {
