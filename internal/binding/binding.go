@@ -51,6 +51,32 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", f.Wait.Signal, a.ID, s.Unavailable))
 		}
 	})
+	for i := range x.Operations {
+		t := x.Operations[i].Trigger
+		if t == nil || t.Signal == "" {
+			continue
+		}
+		p := fmt.Sprintf("operations[%d].trigger.signal", i)
+		s, ok := a.Signals[t.Signal]
+		switch {
+		case !ok:
+			b.d.Problem(p, "adapter %s declares no signal %q%s", a.ID, t.Signal, suggest(t.Signal, keys(a.Signals)))
+		case s.Unavailable != "":
+			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", t.Signal, a.ID, s.Unavailable))
+		}
+	}
+	x.EachCheck(func(p string, c *experiment.Check) {
+		if c.Family == "" {
+			return
+		}
+		if _, err := MetricSource(a, c.Source); err != nil {
+			field := p + ".source"
+			if c.Source == "" {
+				field = p
+			}
+			b.d.Problem(field, "%v", err)
+		}
+	})
 	for i, e := range x.Expectations {
 		for j, ref := range e.Checks {
 			scope, name, _ := strings.Cut(ref, "/")
@@ -263,4 +289,25 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// MetricSource returns the name of the adapter metrics endpoint a metric
+// check reads: the one it names, or the adapter's only one.
+func MetricSource(a *adapter.Adapter, name string) (string, error) {
+	var names []string
+	for _, m := range a.Metrics {
+		names = append(names, m.Name)
+		if m.Name == name {
+			return name, nil
+		}
+	}
+	switch {
+	case name != "":
+		return "", fmt.Errorf("adapter %s has no metrics endpoint %q%s", a.ID, name, suggest(name, names))
+	case len(names) == 1:
+		return names[0], nil
+	case len(names) == 0:
+		return "", fmt.Errorf("adapter %s scrapes no metrics, so a metric check has nothing to read", a.ID)
+	}
+	return "", fmt.Errorf("adapter %s has several metrics endpoints (%s): name one with source", a.ID, strings.Join(names, ", "))
 }

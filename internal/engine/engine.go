@@ -102,6 +102,7 @@ type engine struct {
 	hub      *observe.Hub
 	watchers []*observe.Watcher
 	scrapers []*observe.Scraper
+	states   stateHub
 }
 
 // revert undoes an operation that is still active.

@@ -27,7 +27,9 @@ func (e *engine) runFlow(ctx context.Context) {
 		ctx, cancel = context.WithTimeoutCause(ctx, e.x.Timeout.D(), errFlowTimeout)
 		defer cancel()
 	}
+	disarm := e.armTriggers(ctx)
 	err := e.node(ctx, e.x.Flow)
+	disarm()
 	switch {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errFlowTimeout):
@@ -280,6 +282,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 	e.reg.update(func() { h.inst = inst })
 	e.rec.Record("instance.created", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("system_id", inst.SystemID()))
 	e.reg.update(func() { h.created = true })
+	e.sampleProgress(w, h, inst)
 
 	var timeout <-chan time.Time
 	if w.Timeout > 0 {
@@ -319,6 +322,7 @@ func (e *engine) setState(h *instanceHandle, s backend.State, reason string) {
 		}
 	})
 	e.rec.Record("instance.state", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("state", string(s)), rundir.F("reason", reason))
+	e.states.publish(stateEvent{workload: h.workload, instance: h.name, state: s, reason: reason})
 }
 
 // finishInstance collects and deletes an instance once; errors are harness

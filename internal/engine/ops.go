@@ -227,6 +227,21 @@ func (e *engine) fault(ctx context.Context, o *experiment.Operation, v victim) e
 		// The hold runs on a context cleanup cannot cancel, so an aborted
 		// run still brings the instance back before deleting it.
 		return inst.Restart(ctx, backend.Restart{Hold: o.Duration.D()})
+	case experiment.FaultCrashLoop:
+		// Kill, kill again the moment it is back, then once more just
+		// after it has settled.
+		for phase, settle := range []time.Duration{0, 0, 500 * time.Millisecond} {
+			if settle > 0 {
+				if err := sleep(ctx, settle); err != nil {
+					return err
+				}
+			}
+			e.rec.Record("crash-loop.kill", rundir.F("operation", o.Name), rundir.F("target", v.name), rundir.F("phase", crashPhases[phase]), rundir.F("id", inst.SystemID()))
+			if err := inst.Restart(ctx, backend.Restart{}); err != nil {
+				return err
+			}
+		}
+		return nil
 	case experiment.FaultFreeze:
 		if err := inst.Freeze(ctx); err != nil {
 			return err
@@ -291,6 +306,8 @@ func (e *engine) targetFault(ctx context.Context, o *experiment.Operation, t *ta
 			return rerr
 		}
 		return err
+	case experiment.FaultCrashLoop:
+		return e.targetCrashLoop(ctx, o, t, pid, restarted)
 	case experiment.FaultFreeze:
 		if err := proc.SignalExternal(pid, syscall.SIGSTOP); err != nil {
 			return fmt.Errorf("target %s: SIGSTOP to %d: %w", t.name, pid, err)
@@ -404,4 +421,59 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 
 func paramEnv(name string) string {
 	return "CHAOS_PARAM_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
+}
+
+// crashPhases name the kills of a crash loop.
+var crashPhases = []string{"first", "recovering", "ready"}
+
+// targetCrashLoop kills a named target, kills its replacement as soon as it
+// is up but not yet healthy (recovering), and once more just after it is
+// healthy, then brings it back for good.
+func (e *engine) targetCrashLoop(ctx context.Context, o *experiment.Operation, t *targetHandle, pid int, restarted func(context.Context) error) error {
+	record := func(phase string, pid int) {
+		e.rec.Record("crash-loop.kill", rundir.F("operation", o.Name), rundir.F("target", t.name), rundir.F("phase", phase), rundir.F("pid", pid))
+	}
+	record("first", pid)
+	if err := t.kill(ctx, pid); err != nil {
+		return err
+	}
+	// The start hook may itself wait for health, which the kill below
+	// prevents; it runs aside and its failure is expected.
+	hookDone := make(chan struct{})
+	go func() {
+		defer close(hookDone)
+		_, _ = t.runHook(context.WithoutCancel(ctx), "start", t.spec.Start)
+	}()
+	limit := defaultHealthTimeout
+	if t.spec.HealthTimeout > 0 {
+		limit = t.spec.HealthTimeout.D()
+	}
+	deadline := time.Now().Add(limit)
+	var next int
+	for {
+		if p, err := t.livePid(); err == nil && p != pid {
+			next = p
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("target %s did not come back within %s after the first kill", t.name, limit)
+		}
+		if err := sleep(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	record("recovering", next)
+	if err := t.kill(ctx, next); err != nil {
+		return err
+	}
+	<-hookDone
+	ready, err := t.start(context.WithoutCancel(ctx))
+	if err != nil {
+		return err
+	}
+	record("ready", ready)
+	if err := t.kill(ctx, ready); err != nil {
+		return err
+	}
+	return restarted(context.WithoutCancel(ctx))
 }

@@ -69,6 +69,8 @@ const (
 	CheckExitCode = "exit-code"
 	CheckShell    = "shell"
 	CheckEvent    = "event"
+	CheckMetric   = "metric"
+	CheckStall    = "stall"
 )
 
 // Check is a belief about the evidence a run recorded. Which fields apply
@@ -77,7 +79,7 @@ type Check struct {
 	Pos         manifest.Pos `yaml:"-" json:"-"`
 	Name        string       `yaml:"name" json:"name"`
 	Description string       `yaml:"description" json:"description,omitempty"`
-	Kind        string       `yaml:"kind" json:"kind" jsonschema:"enum=exit-code,enum=shell,enum=event"`
+	Kind        string       `yaml:"kind" json:"kind" jsonschema:"enum=exit-code,enum=shell,enum=event,enum=metric,enum=stall"`
 	// exit-code
 	Equals *int `yaml:"equals" json:"equals,omitempty" jsonschema_description:"exit-code: the exit code the script must end with."`
 	// shell
@@ -88,6 +90,28 @@ type Check struct {
 	Where map[string]string `yaml:"where" json:"where,omitempty" jsonschema_description:"event: fields the event must have, compared as text."`
 	Min   *int              `yaml:"min" json:"min,omitempty" jsonschema_description:"event: at least this many matching events (default 1)."`
 	Max   *int              `yaml:"max" json:"max,omitempty" jsonschema_description:"event: at most this many matching events; max: 0 asserts the event never happened."`
+	// metric, and stall on a metric
+	Source    string            `yaml:"source" json:"source,omitempty" jsonschema_description:"metric: the adapter's metrics endpoint (its name); may be left out when the adapter has one."`
+	Family    string            `yaml:"family" json:"family,omitempty" jsonschema_description:"metric, stall: the metric family, e.g. http_requests_total."`
+	Labels    map[string]string `yaml:"labels" json:"labels,omitempty" jsonschema_description:"metric, stall: label values a series must have; a value written /regex/ is a regular expression. In workload checks ${instance} and ${workload} are replaced."`
+	Field     string            `yaml:"field" json:"field,omitempty" jsonschema:"enum=value,enum=count,enum=sum" jsonschema_description:"metric: which number of a sample: value (default), or count or sum of a histogram or summary."`
+	Aggregate string            `yaml:"aggregate" json:"aggregate,omitempty" jsonschema:"enum=each,enum=sum,enum=min,enum=max,enum=count" jsonschema_description:"metric: how the matching series of one scrape combine: each (every series must hold; default), sum, min, max or count."`
+	Scrapes   string            `yaml:"scrapes" json:"scrapes,omitempty" jsonschema:"enum=last,enum=any,enum=all" jsonschema_description:"metric: which scrapes must hold: last (default), any or all."`
+	Window    *Window           `yaml:"window" json:"window,omitempty"`
+	Op        string            `yaml:"op" json:"op,omitempty" jsonschema:"enum=<,enum=<=,enum===,enum=!=,enum=>=,enum=>" jsonschema_description:"metric: the comparison."`
+	Value     *float64          `yaml:"value" json:"value,omitempty" jsonschema_description:"metric: the number compared against."`
+	// stall
+	File  string   `yaml:"file" json:"file,omitempty" jsonschema_description:"stall: a file in the instance's output that must keep growing while it runs."`
+	Limit Duration `yaml:"limit" json:"limit,omitempty" jsonschema_description:"stall: the longest time the evidence may stand still while the instance is Running."`
+}
+
+// Window limits a metric check to the scrapes around an operation: from
+// Before before it started to After after it ended.
+type Window struct {
+	Pos       manifest.Pos `yaml:"-" json:"-"`
+	Operation string       `yaml:"operation" json:"operation"`
+	Before    Duration     `yaml:"before" json:"before,omitempty"`
+	After     Duration     `yaml:"after" json:"after,omitempty"`
 }
 
 // Step is a named shell script run on the harness machine: a preflight
@@ -112,6 +136,32 @@ type Operation struct {
 	Jitter      Duration          `yaml:"jitter" json:"jitter,omitempty" jsonschema_description:"Each selected target waits a random time from 0 to this before the operation acts on it."`
 	Grace       Duration          `yaml:"grace" json:"grace,omitempty" jsonschema_description:"restart: how long to wait after SIGTERM before SIGKILL (default 10s)."`
 	With        map[string]string `yaml:"with" json:"with,omitempty" jsonschema_description:"Parameters for an adapter operation; its hooks see them as CHAOS_PARAM_<NAME>."`
+	Trigger     *Trigger          `yaml:"trigger" json:"trigger,omitempty"`
+}
+
+// Trigger fires an operation relative to an observed state instead of at a
+// place in the flow. A triggered operation is armed while the flow runs and
+// is not named in the flow.
+type Trigger struct {
+	Pos manifest.Pos `yaml:"-" json:"-"`
+	// Signal fires on the next line matching an adapter signal.
+	Signal string `yaml:"signal" json:"signal,omitempty"`
+	// State fires when an instance of a workload enters a state.
+	State *StateTrigger `yaml:"state" json:"state,omitempty"`
+	// Delay waits a random time in [Delay, DelayMax] (from the seed) after
+	// the trigger before the operation acts.
+	Delay    Duration `yaml:"delay" json:"delay,omitempty" jsonschema_description:"Wait this long after the trigger; with delay-max, a random time between the two, from the run's seed."`
+	DelayMax Duration `yaml:"delay-max" json:"delay-max,omitempty"`
+	// Times is how often the trigger may fire (default 1).
+	Times int `yaml:"times" json:"times,omitempty" jsonschema:"minimum=1,default=1"`
+}
+
+// StateTrigger matches an instance entering a state.
+type StateTrigger struct {
+	Workload string `yaml:"workload" json:"workload"`
+	State    string `yaml:"state" json:"state" jsonschema:"enum=Created,enum=Pending,enum=Running,enum=Succeeded,enum=Failed,enum=Unknown"`
+	// Reason, when set, must equal the state change's reason.
+	Reason string `yaml:"reason" json:"reason,omitempty"`
 }
 
 // Built-in faults.
@@ -121,10 +171,13 @@ const (
 	FaultOutage         = "outage"
 	FaultRestartInPlace = "restart-in-place"
 	FaultFreeze         = "freeze"
+	// FaultCrashLoop kills its target, kills it again as soon as it reports
+	// recovering, and once more just after it is healthy again.
+	FaultCrashLoop = "crash-loop"
 )
 
 // Faults lists the built-in faults.
-var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze}
+var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze, FaultCrashLoop}
 
 // IsFault reports whether name is a built-in fault.
 func IsFault(name string) bool {

@@ -84,12 +84,17 @@ func validate(d *manifest.Decoder, x *Experiment) {
 			}
 		}
 		for i, o := range x.Operations {
-			if o.Name != "" && !used[o.Name] {
+			if o.Name != "" && !used[o.Name] && o.Trigger == nil {
 				d.Warn(fmt.Sprintf("operations[%d].name", i), "operation %q is never used by the flow", o.Name)
 			}
 		}
 	}
 
+	x.eachCheck(func(p string, c *Check) {
+		if c.Window != nil && x.Operation(c.Window.Operation) == nil {
+			d.Problem(p+".window.operation", "no operation named %q%s", c.Window.Operation, suggestName(c.Window.Operation, flowNames(x)))
+		}
+	})
 	seen := map[string]bool{}
 	for i := range x.Checks {
 		validateCheck(d, fmt.Sprintf("checks[%d]", i), &x.Checks[i], false, seen)
@@ -179,9 +184,9 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 		d.Problem(p+".name", "%q is not a valid check name: use lower-case letters, digits, dots, underscores and dashes", c.Name)
 	}
 	seen[c.Name] = true
-	kinds := []string{CheckShell, CheckEvent}
+	kinds := []string{CheckShell, CheckEvent, CheckMetric}
 	if workload {
-		kinds = []string{CheckExitCode, CheckShell, CheckEvent}
+		kinds = []string{CheckExitCode, CheckShell, CheckEvent, CheckMetric, CheckStall}
 	}
 	switch c.Kind {
 	case "":
@@ -205,6 +210,39 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 		if c.Max != nil && c.Min != nil && *c.Max < *c.Min {
 			d.Problem(p+".max", "max %d is below min %d", *c.Max, *c.Min)
 		}
+	case CheckMetric:
+		if c.Family == "" {
+			d.Problem(p, "a metric check needs family: the metric family to read, e.g. up")
+		}
+		if c.Op == "" || c.Value == nil {
+			d.Problem(p, "a metric check needs op and value, e.g. op: \">=\" and value: 1")
+		} else if !contains(MetricOps, c.Op) {
+			d.Problem(p+".op", "unknown comparison %q; expected one of %s", c.Op, strings.Join(MetricOps, " "))
+		}
+		if c.Scrapes != "" && !contains(MetricScrapes, c.Scrapes) {
+			d.Problem(p+".scrapes", "unknown scrapes %q; expected one of %s", c.Scrapes, strings.Join(MetricScrapes, ", "))
+		}
+		if c.Aggregate != "" && !contains(MetricAggregates, c.Aggregate) {
+			d.Problem(p+".aggregate", "unknown aggregate %q; expected one of %s", c.Aggregate, strings.Join(MetricAggregates, ", "))
+		}
+		if c.Field != "" && !contains(MetricFields, c.Field) {
+			d.Problem(p+".field", "unknown field %q; expected one of %s", c.Field, strings.Join(MetricFields, ", "))
+		}
+		checkLabelPatterns(d, p+".labels", c.Labels)
+	case CheckStall:
+		if !workload {
+			d.Problem(p+".kind", "stall checks belong to a workload: they watch each instance while it runs")
+		}
+		if (c.File == "") == (c.Family == "") {
+			d.Problem(p, "a stall check needs exactly one kind of evidence: file (in the instance's output) or family (a metric that rises)")
+		}
+		if c.Limit <= 0 {
+			d.Problem(p, "a stall check needs limit: the longest time the evidence may stand still, e.g. limit: 10s")
+		}
+		if c.File != "" && (strings.HasPrefix(c.File, "/") || strings.Contains(c.File, "..")) {
+			d.Problem(p+".file", "%q must be a path inside the instance's output directory", c.File)
+		}
+		checkLabelPatterns(d, p+".labels", c.Labels)
 	default:
 		msg := fmt.Sprintf("unknown check kind %q; expected one of %s", c.Kind, strings.Join(kinds, ", "))
 		if s := manifest.Suggest(c.Kind, kinds); s != "" {
@@ -225,6 +263,40 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 	misplaced("where", c.Where != nil, CheckEvent)
 	misplaced("min", c.Min != nil, CheckEvent)
 	misplaced("max", c.Max != nil, CheckEvent)
+	misplacedAny := func(field string, set bool, ok ...string) {
+		if set && !contains(ok, c.Kind) {
+			d.Problem(p+"."+field, "%s only applies to %s checks, not %s", field, strings.Join(ok, " and "), c.Kind)
+		}
+	}
+	misplacedAny("source", c.Source != "", CheckMetric, CheckStall)
+	misplacedAny("family", c.Family != "", CheckMetric, CheckStall)
+	misplacedAny("labels", c.Labels != nil, CheckMetric, CheckStall)
+	misplacedAny("field", c.Field != "", CheckMetric)
+	misplacedAny("aggregate", c.Aggregate != "", CheckMetric)
+	misplacedAny("scrapes", c.Scrapes != "", CheckMetric)
+	misplacedAny("window", c.Window != nil, CheckMetric)
+	misplacedAny("op", c.Op != "", CheckMetric)
+	misplacedAny("value", c.Value != nil, CheckMetric)
+	misplacedAny("file", c.File != "", CheckStall)
+	misplacedAny("limit", c.Limit != 0, CheckStall)
+}
+
+// Metric check vocabulary.
+var (
+	MetricOps        = []string{"<", "<=", "==", "!=", ">=", ">"}
+	MetricScrapes    = []string{"last", "any", "all"}
+	MetricAggregates = []string{"each", "sum", "min", "max", "count"}
+	MetricFields     = []string{"value", "count", "sum"}
+)
+
+func checkLabelPatterns(d *manifest.Decoder, p string, labels map[string]string) {
+	for k, v := range labels {
+		if len(v) >= 2 && strings.HasPrefix(v, "/") && strings.HasSuffix(v, "/") {
+			if _, err := regexp.Compile(v[1 : len(v)-1]); err != nil {
+				d.Problem(manifest.Join(p, k), "invalid regular expression: %v", err)
+			}
+		}
+	}
 }
 
 func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operation, names map[string]string) {
@@ -242,13 +314,33 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 		if o.Duration == 0 {
 			d.Problem(p, "missing duration: an outage holds its target down for a duration, e.g. duration: 15s")
 		}
-	case FaultKill, FaultRestart, FaultRestartInPlace:
+	case FaultKill, FaultRestart, FaultRestartInPlace, FaultCrashLoop:
 		if o.Duration > 0 {
 			hint := ""
 			if o.Uses == FaultKill {
 				hint = "; use outage to hold a target down"
 			}
 			d.Problem(p+".duration", "%s takes no duration%s", o.Uses, hint)
+		}
+	}
+	if t := o.Trigger; t != nil {
+		tp := p + ".trigger"
+		switch {
+		case (t.Signal == "") == (t.State == nil):
+			d.Problem(tp, "a trigger needs exactly one of signal: NAME or state: {workload, state}")
+		case t.State != nil:
+			if x.Workload(t.State.Workload) == nil {
+				d.Problem(tp+".state.workload", "no workload named %q%s", t.State.Workload, suggestName(t.State.Workload, workloadNames(x)))
+			}
+			if !contains(instanceStates, t.State.State) {
+				d.Problem(tp+".state.state", "unknown state %q; expected one of %s", t.State.State, strings.Join(instanceStates, ", "))
+			}
+		}
+		if t.DelayMax > 0 && t.DelayMax < t.Delay {
+			d.Problem(tp+".delay-max", "delay-max %s is below delay %s", t.DelayMax, t.Delay)
+		}
+		if t.Times < 0 {
+			d.Problem(tp+".times", "must be 1 or more")
 		}
 	}
 	if o.Grace > 0 && o.Uses != FaultRestart && fault {
@@ -280,6 +372,9 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 		d.Problem(p+".select", "instances selects workload instances; target %q is a named target", o.Target.Name)
 	}
 }
+
+// instanceStates are the states an instance can be in.
+var instanceStates = []string{"Created", "Pending", "Running", "Succeeded", "Failed", "Unknown"}
 
 func isInstanceOf(name string, w *Workload) bool {
 	m := instancePattern.FindStringSubmatch(name)
@@ -317,6 +412,9 @@ func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 	switch f.Kind {
 	case FlowRef:
 		used[f.Ref] = true
+		if o := x.Operation(f.Ref); o != nil && o.Trigger != nil {
+			d.Problem(f.Path, "operation %q has a trigger, so it fires by itself while the flow runs; take it out of the flow", f.Ref)
+		}
 		if x.Workload(f.Ref) == nil && x.Operation(f.Ref) == nil {
 			d.Problem(f.Path, "%q is neither a workload nor an operation of this experiment%s", f.Ref, suggestName(f.Ref, flowNames(x)))
 		}
@@ -480,3 +578,19 @@ func checkWorkloadRuns(d *manifest.Decoder, x *Experiment) {
 	}
 	walk(x.Flow, "")
 }
+
+// eachCheck calls fn for every workload and experiment check with its path.
+func (x *Experiment) eachCheck(fn func(path string, c *Check)) {
+	for i := range x.Workloads {
+		for j := range x.Workloads[i].Checks {
+			fn(fmt.Sprintf("workloads[%d].checks[%d]", i, j), &x.Workloads[i].Checks[j])
+		}
+	}
+	for i := range x.Checks {
+		fn(fmt.Sprintf("checks[%d]", i), &x.Checks[i])
+	}
+}
+
+// EachCheck calls fn for every workload and experiment check with its
+// field path.
+func (x *Experiment) EachCheck(fn func(path string, c *Check)) { x.eachCheck(fn) }

@@ -88,12 +88,14 @@ type Verdict struct {
 		SHA256 string `json:"sha256"`
 	} `json:"adapter"`
 	// Errors are the harness errors that make the verdict ERROR.
-	Errors  []string       `json:"errors,omitempty"`
-	Aborted bool           `json:"aborted,omitempty"`
-	NA      []string       `json:"na,omitempty"`
-	Checks  []CheckResult  `json:"checks"`
-	Flaky   []FlakyHit     `json:"flaky,omitempty"`
-	Counts  map[string]int `json:"counts"`
+	Errors []string `json:"errors,omitempty"`
+	// Warnings do not change the verdict, e.g. a focus metric never scraped.
+	Warnings []string       `json:"warnings,omitempty"`
+	Aborted  bool           `json:"aborted,omitempty"`
+	NA       []string       `json:"na,omitempty"`
+	Checks   []CheckResult  `json:"checks"`
+	Flaky    []FlakyHit     `json:"flaky,omitempty"`
+	Counts   map[string]int `json:"counts"`
 	// By is "run" for verdict.json and "evaluate" for evaluations.
 	By        string    `json:"by"`
 	Evaluated time.Time `json:"evaluated"`

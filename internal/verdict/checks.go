@@ -126,6 +126,10 @@ func (ev *evaluator) workloadCheck(w *experiment.Workload, inst string, c *exper
 		return ev.script(id, c.Run, dir, env, c.Timeout.D())
 	case experiment.CheckEvent:
 		return ev.eventCheck(c, inst)
+	case experiment.CheckMetric:
+		return ev.metricCheck(c, inst, w.Name)
+	case experiment.CheckStall:
+		return ev.stallCheck(c, w.Name, inst)
 	}
 	return outcome{err: fmt.Sprintf("unknown check kind %q", c.Kind), detail: fmt.Sprintf("unknown check kind %q", c.Kind)}
 }
@@ -145,6 +149,8 @@ func (ev *evaluator) runExperimentChecks() {
 				return ev.script(r.ID, c.Run, ev.d.Root, env, c.Timeout.D())
 			case experiment.CheckEvent:
 				return ev.eventCheck(c, "")
+			case experiment.CheckMetric:
+				return ev.metricCheck(c, "", "")
 			}
 			msg := fmt.Sprintf("%s checks cannot run at experiment scope", c.Kind)
 			return outcome{err: msg, detail: msg}

@@ -61,6 +61,9 @@ func Print(w io.Writer, v *rundir.Verdict) {
 	for _, reason := range v.NA {
 		fmt.Fprintf(w, "  n/a: %s\n", reason)
 	}
+	for _, wn := range v.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", wn)
+	}
 	for _, e := range v.Errors {
 		if p, _, ok := strings.Cut(e, ": "); ok && shown[p+": "] {
 			continue // the check's own line already says it

@@ -133,6 +133,8 @@ type evaluator struct {
 	events []rundir.Event
 	v      *rundir.Verdict
 
+	scrapeCache map[string][]rundir.Scrape
+
 	// From the timeline.
 	instances   []instance
 	timeouts    map[string]string // instance -> its workload timeout, as recorded
@@ -301,6 +303,7 @@ func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 // finish applies flaky bookkeeping, counts results and decides.
 func (ev *evaluator) finish() {
 	v := ev.v
+	v.Warnings = append(v.Warnings, ev.familiesNeverSeen()...)
 	v.Counts = map[string]int{}
 	for _, r := range []string{rundir.ResultOK, rundir.ResultFail, rundir.ResultXFail, rundir.ResultXPass, rundir.ResultError} {
 		v.Counts[r] = 0
