@@ -5,13 +5,11 @@ package observe
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
@@ -227,26 +225,3 @@ func (w *Watcher) Stop() {
 	w.log.Close()
 }
 
-// WaitSignal waits for the next line of watch matching pattern after the
-// call, then for delay. It returns the matched line.
-func WaitSignal(ctx context.Context, h *Hub, watch string, re *regexp.Regexp, delay time.Duration) (Line, error) {
-	ch, cancel := h.Subscribe(watch, re)
-	defer cancel()
-	select {
-	case l := <-ch:
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return l, context.Cause(ctx)
-			}
-		}
-		return l, nil
-	case <-ctx.Done():
-		return Line{}, context.Cause(ctx)
-	}
-}
-
-var _ = filepath.Join
