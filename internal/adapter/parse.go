@@ -138,7 +138,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 			d.Problem(p+".name", "duplicate metrics name %q", m.Name)
 		}
 		seen[m.Name] = true
-		if u, err := url.Parse(m.URL); m.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		if u, err := url.Parse(m.URL); m.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			d.Problem(p+".url", "expected an http:// or https:// URL, got %q", m.URL)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
@@ -55,6 +56,9 @@ func assertProblems(t *testing.T, got, want []prob) {
 		}
 	}
 }
+
+// faults is the list of built-in faults as messages print it.
+var faults = strings.Join(experiment.Faults, ", ")
 
 type badCase struct {
 	name string
@@ -147,10 +151,10 @@ unsupported:
   freeze: containers cannot be paused here
   pause: no such thing
 `), want: []prob{
-		e(5, 18, "instance.faults[1]", "\"freez\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze) (did you mean \"freeze\"?)"),
-		e(10, 14, "targets.db.faults[0]", "\"pause\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze)"),
-		e(14, 23, "roles.sidecar.faults[1]", "\"stop\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze)"),
-		e(17, 10, "unsupported.pause", "\"pause\" is not a built-in fault (kill, restart, outage, restart-in-place, freeze)"),
+		e(5, 18, "instance.faults[1]", "\"freez\" is not a built-in fault ("+faults+") (did you mean \"freeze\"?)"),
+		e(10, 14, "targets.db.faults[0]", "\"pause\" is not a built-in fault ("+faults+")"),
+		e(14, 23, "roles.sidecar.faults[1]", "\"stop\" is not a built-in fault ("+faults+")"),
+		e(17, 10, "unsupported.pause", "\"pause\" is not a built-in fault ("+faults+")"),
 	}},
 	{name: "signal naming a missing watcher", yaml: doc(`
 apiVersion: chaos/v1alpha1
@@ -202,12 +206,15 @@ metrics:
     url: ftp://127.0.0.1/metrics
   - url: http://127.0.0.1:9090/metrics
   - name: db
+  - name: nohost
+    url: http:///metrics
 `), want: []prob{
 		e(6, 10, "metrics[0].url", "expected an http:// or https:// URL, got \"localhost:9090/metrics\""),
 		e(7, 11, "metrics[1].name", "duplicate metrics name \"gateway\""),
 		e(8, 10, "metrics[1].url", "expected an http:// or https:// URL, got \"ftp://127.0.0.1/metrics\""),
 		e(9, 5, "metrics[2]", "missing name"),
 		e(10, 5, "metrics[3].url", "expected an http:// or https:// URL, got \"\""),
+		e(12, 10, "metrics[4].url", "expected an http:// or https:// URL, got \"http:///metrics\""),
 	}},
 	{name: "duplicate watcher names and a watcher without run", yaml: doc(`
 apiVersion: chaos/v1alpha1

@@ -55,7 +55,9 @@ func findManifests(dir string) (experiments, adapters []string, err error) {
 			return err
 		}
 		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), ".") && p != dir || d.Name() == "testdata" || d.Name() == "runs" {
+			// Skip hidden, testdata and runs directories below dir, but
+			// never dir itself (chaos list --dir testdata).
+			if p != dir && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "runs") {
 				return filepath.SkipDir
 			}
 			return nil

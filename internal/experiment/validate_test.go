@@ -43,6 +43,9 @@ func probsOf(ps manifest.Problems) []prob {
 // the YAML is the first line written.
 func doc(s string) string { return strings.TrimPrefix(s, "\n") }
 
+// faults is the list of built-in faults as messages print it.
+var faults = strings.Join(Faults, ", ")
+
 type badCase struct {
 	name string
 	yaml string
@@ -480,9 +483,9 @@ workloads:
       - description: no name, no kind
 flow: w
 `), want: []prob{
-		e(8, 15, "workloads[0].checks[0].kind", "unknown check kind \"exitcode\"; expected one of exit-code, shell, event (did you mean \"exit-code\"?)"),
+		e(8, 15, "workloads[0].checks[0].kind", "unknown check kind \"exitcode\"; expected one of exit-code, shell, event, metric, stall (did you mean \"exit-code\"?)"),
 		e(9, 9, "workloads[0].checks[1]", "missing name"),
-		e(9, 9, "workloads[0].checks[1]", "missing kind: one of exit-code, shell, event"),
+		e(9, 9, "workloads[0].checks[1]", "missing kind: one of exit-code, shell, event, metric, stall"),
 	}},
 	{name: "event check counts", yaml: doc(`
 apiVersion: chaos/v1alpha1
@@ -563,7 +566,7 @@ operations:
     uses: restart
 flow: [w, nothing, bounce]
 `), want: []prob{
-		e(7, 5, "operations[0]", "missing uses: a built-in fault (kill, restart, outage, restart-in-place, freeze) or an operation of the adapter"),
+		e(7, 5, "operations[0]", "missing uses: a built-in fault ("+faults+") or an operation of the adapter"),
 		e(8, 5, "operations[1]", "missing target: restart needs something to act on (a named target such as gateway, or {workload: NAME})"),
 	}},
 	{name: "select count larger than the instances", yaml: doc(`

@@ -42,11 +42,15 @@ type Problem struct {
 
 func (p Problem) Error() string {
 	var b strings.Builder
-	b.WriteString(p.File)
-	if p.Pos.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", p.Pos.Line, p.Pos.Column)
+	if p.File != "" {
+		// A problem that is about no file (an adapter that is nowhere)
+		// starts with its message, not with ": ".
+		b.WriteString(p.File)
+		if p.Pos.Line > 0 {
+			fmt.Fprintf(&b, ":%d:%d", p.Pos.Line, p.Pos.Column)
+		}
+		b.WriteString(": ")
 	}
-	b.WriteString(": ")
 	if p.Warning {
 		b.WriteString("warning: ")
 	}

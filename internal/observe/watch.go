@@ -224,4 +224,3 @@ func (w *Watcher) Stop() {
 	w.jsonl.Close()
 	w.log.Close()
 }
-
