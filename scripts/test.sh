@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests run for real.
-packages=(redis-server redis-tools)
+packages=(redis-server redis-tools etcd-server etcd-client busybox-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,5 +32,5 @@ go test -count=1 -timeout 15m ./...
 
 # A short fuzz of each manifest parser; longer runs are for developers.
 fuzztime="${FUZZTIME:-15s}"
-go test -run='^$' -fuzz='^FuzzParseExperiment$' -fuzztime="$fuzztime" ./internal/experiment/
-go test -run='^$' -fuzz='^FuzzParseAdapter$' -fuzztime="$fuzztime" ./internal/adapter/
+go test -run='^$' -fuzz='^FuzzParseExperiment$' -fuzztime="$fuzztime" -fuzzminimizetime=3s ./internal/experiment/
+go test -run='^$' -fuzz='^FuzzParseAdapter$' -fuzztime="$fuzztime" -fuzzminimizetime=3s ./internal/adapter/
