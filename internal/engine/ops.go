@@ -14,7 +14,6 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
-	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
 )
@@ -309,13 +308,13 @@ func (e *engine) targetFault(ctx context.Context, o *experiment.Operation, t *ta
 	case experiment.FaultCrashLoop:
 		return e.targetCrashLoop(ctx, o, t, pid, restarted)
 	case experiment.FaultFreeze:
-		if err := proc.SignalExternal(pid, syscall.SIGSTOP); err != nil {
+		if err := t.signal(pid, syscall.SIGSTOP); err != nil {
 			return fmt.Errorf("target %s: SIGSTOP to %d: %w", t.name, pid, err)
 		}
 		t.frozenPid = pid
 		r := e.pushRevert(o, func(ctx context.Context) error {
 			t.frozenPid = 0
-			return proc.SignalExternal(pid, syscall.SIGCONT)
+			return t.signal(pid, syscall.SIGCONT)
 		})
 		if o.Duration == 0 {
 			return nil

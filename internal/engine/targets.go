@@ -159,9 +159,21 @@ func (t *targetHandle) stop(ctx context.Context, grace time.Duration) error {
 	return t.terminate(ctx, pid, grace)
 }
 
+// signal sends sig to the target: to its whole process group when it leads
+// one (a server started with setsid), so its children go with it, else to
+// the process alone.
+func (t *targetHandle) signal(pid int, sig syscall.Signal) error {
+	if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid && pid > 1 {
+		if err := syscall.Kill(-pid, sig); err == nil || !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+	}
+	return proc.SignalExternal(pid, sig)
+}
+
 func (t *targetHandle) terminate(ctx context.Context, pid int, grace time.Duration) error {
-	_ = proc.SignalExternal(pid, syscall.SIGCONT)
-	if err := proc.SignalExternal(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+	_ = t.signal(pid, syscall.SIGCONT)
+	if err := t.signal(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("target %s: SIGTERM to %d: %w", t.name, pid, err)
 	}
 	if waitExit(ctx, pid, grace) {
@@ -172,7 +184,7 @@ func (t *targetHandle) terminate(ctx context.Context, pid int, grace time.Durati
 
 // kill sends SIGKILL and waits until the process is gone.
 func (t *targetHandle) kill(ctx context.Context, pid int) error {
-	if err := proc.SignalExternal(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := t.signal(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("target %s: SIGKILL to %d: %w", t.name, pid, err)
 	}
 	if !waitExit(ctx, pid, 30*time.Second) {
