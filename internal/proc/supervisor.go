@@ -147,6 +147,7 @@ func (s *Supervisor) Start(cmd *exec.Cmd) (*Process, error) {
 		tag:     tag,
 		start:   start,
 		done:    make(chan struct{}),
+		waited:  make(chan struct{}),
 	}
 	go p.wait()
 	return p, nil
@@ -163,6 +164,9 @@ type Process struct {
 	tag   string // InstanceEnv entry of this instance
 	start uint64 // start time of Pid, for registration bookkeeping
 	done  chan struct{}
+	// waited is closed once cmd.Wait has returned: the zombie is reaped and
+	// everything the process wrote to non-file writers has been copied.
+	waited chan struct{}
 
 	// mu guards the fields below. Signal holds it for reading while it
 	// sends kill(-pgid): the wait goroutine must take it for writing to set
@@ -189,7 +193,13 @@ func (p *Process) wait() {
 	// is why Done does not wait for it.
 	_ = p.cmd.Wait()
 	theReaper.unregister(p.Pid, p.start)
+	close(p.waited)
 }
+
+// Waited returns a channel closed once the process is reaped and its output
+// fully copied to the exec.Cmd's writers. It can lag Done while descendants
+// still hold the output open.
+func (p *Process) Waited() <-chan struct{} { return p.waited }
 
 // Done returns a channel that is closed the moment the leader process exits.
 func (p *Process) Done() <-chan struct{} { return p.done }

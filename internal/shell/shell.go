@@ -112,6 +112,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	start := time.Now()
 	var done <-chan struct{}
+	var flushed <-chan struct{}
 	var kill func()
 	var status func() int
 	if r.Sup != nil {
@@ -119,7 +120,7 @@ func (r Runner) Run(ctx context.Context, spec Spec) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: cannot start: %w", spec.Name, err)
 		}
-		done, kill = p.Done(), func() { _ = p.Kill() }
+		done, flushed, kill = p.Done(), p.Waited(), func() { _ = p.Kill() }
 		status = func() int {
 			code, signaled, sig := p.ExitStatus()
 			if signaled {
@@ -158,11 +159,13 @@ func (r Runner) Run(ctx context.Context, spec Spec) (*Result, error) {
 		<-done
 		res.Duration = time.Since(start)
 		res.ExitCode = status()
+		waitFlushed(flushed)
 		res.Output = out.String()
 		return res, fmt.Errorf("%s: %w", spec.Name, ctx.Err())
 	}
 	res.Duration = time.Since(start)
 	res.ExitCode = status()
+	waitFlushed(flushed)
 	res.Output = out.String()
 	if stdout != nil {
 		res.Stdout = stdout.String()
@@ -179,4 +182,19 @@ func (r *Result) Describe(timeout time.Duration) string {
 		return fmt.Sprintf("timed out after %s", timeout)
 	}
 	return fmt.Sprintf("exited %d", r.ExitCode)
+}
+
+// outputGrace bounds the wait for a script's output after it exited: a
+// background child that keeps the output open must not hold the harness.
+const outputGrace = 2 * time.Second
+
+// waitFlushed waits until everything the script printed has been copied.
+func waitFlushed(flushed <-chan struct{}) {
+	if flushed == nil {
+		return
+	}
+	select {
+	case <-flushed:
+	case <-time.After(outputGrace):
+	}
 }
