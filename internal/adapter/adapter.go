@@ -59,6 +59,7 @@ type Adapter struct {
 	Metrics     []Metrics             `yaml:"metrics" json:"metrics,omitempty"`
 	Watch       []Watcher             `yaml:"watch" json:"watch,omitempty"`
 	Signals     map[string]*Signal    `yaml:"signals" json:"signals,omitempty"`
+	OTLP        *OTLP                 `yaml:"otlp" json:"otlp,omitempty"`
 	Preflight   []experiment.Step     `yaml:"preflight" json:"preflight,omitempty"`
 	Checks      []experiment.Step     `yaml:"checks" json:"checks,omitempty"`
 	Provision   string                `yaml:"provision" json:"provision,omitempty" jsonschema_description:"Hook run by chaos provision to create the system; chaos run never provisions."`
@@ -154,12 +155,30 @@ type Watcher struct {
 	Run  string       `yaml:"run" json:"run"`
 }
 
+// OTLPWatch is the watcher name of the built-in OTLP receiver: its spans
+// are the lines of system/watch/otel.jsonl.
+const OTLPWatch = "otel"
+
+// OTLP turns on the built-in OpenTelemetry trace receiver for the run. Its
+// addresses reach hooks and instances as OTEL_EXPORTER_OTLP_* variables.
+type OTLP struct {
+	Pos manifest.Pos `yaml:"-" json:"-"`
+	// GRPC and HTTP are loopback listen addresses; port 0 picks a free one.
+	GRPC string `yaml:"grpc" json:"grpc,omitempty" jsonschema_description:"Listen address for OTLP over gRPC (default 127.0.0.1:0, a free port); off disables it."`
+	HTTP string `yaml:"http" json:"http,omitempty" jsonschema_description:"Listen address for OTLP over HTTP (default 127.0.0.1:0, a free port); off disables it."`
+}
+
 // Signal is a named pattern on a watcher's lines that a flow can wait for.
+// On the otel watcher it may match spans by name and attributes instead.
 type Signal struct {
 	Pos         manifest.Pos `yaml:"-" json:"-"`
 	Description string       `yaml:"description" json:"description,omitempty"`
 	Watch       string       `yaml:"watch" json:"watch,omitempty"`
 	Pattern     string       `yaml:"pattern" json:"pattern,omitempty"`
+	// Span and Attributes match spans of the otel watcher: the span's name
+	// (or /regex/) and attribute values compared as text.
+	Span       string            `yaml:"span" json:"span,omitempty" jsonschema_description:"otel watcher: the span name, or /regex/."`
+	Attributes map[string]string `yaml:"attributes" json:"attributes,omitempty" jsonschema_description:"otel watcher: attributes the span must have, compared as text."`
 	// Unavailable declares a signal this adapter's system cannot give, with
 	// the reason; an experiment that waits on it is n/a here.
 	Unavailable string `yaml:"unavailable" json:"unavailable,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -155,20 +156,52 @@ func validate(d *manifest.Decoder, a *Adapter) {
 			d.Problem(p, "missing run: the command to watch")
 		}
 	}
-	for name, s := range a.Signals {
+	if a.OTLP != nil {
+		if watchers[OTLPWatch] {
+			d.Problem("watch", "a watcher is named %q, which is the built-in OTLP receiver's name", OTLPWatch)
+		}
+		for _, f := range []struct{ field, addr string }{{"grpc", a.OTLP.GRPC}, {"http", a.OTLP.HTTP}} {
+			if f.addr == "" || f.addr == "off" {
+				continue
+			}
+			if _, _, err := net.SplitHostPort(f.addr); err != nil {
+				d.Problem("otlp."+f.field, "expected host:port such as 127.0.0.1:4317, or off, got %q", f.addr)
+			}
+		}
+		watchers[OTLPWatch] = true
+	}
+	for _, name := range sortedKeys(a.Signals) {
+		s := a.Signals[name]
 		p := "signals." + name
-		if s.Unavailable != "" {
+		if s == nil || s.Unavailable != "" {
 			continue
 		}
 		if s.Watch == "" {
 			d.Problem(p, "missing watch: the watcher whose lines the pattern reads (or unavailable: REASON)")
 		} else if !watchers[s.Watch] {
-			d.Problem(p+".watch", "no watcher named %q%s", s.Watch, suggest(s.Watch, keys(watchers)))
+			hint := suggest(s.Watch, keys(watchers))
+			if s.Watch == OTLPWatch {
+				hint = " (turn the built-in receiver on with otlp: {})"
+			}
+			d.Problem(p+".watch", "no watcher named %q%s", s.Watch, hint)
 		}
-		if s.Pattern == "" {
+		spanMatch := s.Span != "" || len(s.Attributes) > 0
+		switch {
+		case spanMatch && s.Watch != OTLPWatch:
+			d.Problem(p, "span and attributes match spans of the %s watcher; for %q use pattern", OTLPWatch, s.Watch)
+		case spanMatch && s.Pattern != "":
+			d.Problem(p, "give either pattern or span and attributes, not both")
+		case !spanMatch && s.Pattern == "":
 			d.Problem(p, "missing pattern: a regular expression matched against each line")
-		} else if _, err := regexp.Compile(s.Pattern); err != nil {
-			d.Problem(p+".pattern", "invalid regular expression: %v", err)
+		case s.Pattern != "":
+			if _, err := regexp.Compile(s.Pattern); err != nil {
+				d.Problem(p+".pattern", "invalid regular expression: %v", err)
+			}
+		}
+		if len(s.Span) > 1 && strings.HasPrefix(s.Span, "/") && strings.HasSuffix(s.Span, "/") {
+			if _, err := regexp.Compile(s.Span[1 : len(s.Span)-1]); err != nil {
+				d.Problem(p+".span", "invalid regular expression: %v", err)
+			}
 		}
 	}
 	seen = map[string]bool{}

@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
@@ -47,7 +49,8 @@ func (e *engine) cleanup(ctx context.Context) {
 		}
 		if !ended {
 			e.rec.Record("instance.stopping", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("reason", "flow ended"))
-			if err := inst.Kill(ctx); err != nil {
+			// A backend that cannot kill leaves it to its delete.
+			if err := inst.Kill(ctx); err != nil && !errors.Is(err, backend.ErrUnsupported) {
 				e.errorf("stopping instance %s: %v", h.name, err)
 			}
 		}
@@ -59,6 +62,7 @@ func (e *engine) cleanup(ctx context.Context) {
 		e.collectL.Close()
 	}
 	e.stopObservers()
+	e.stopOTLP(ctx)
 
 	settle := e.a.Settle.D()
 	if e.cfg.Settle != nil {

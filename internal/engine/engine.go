@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/buildinfo"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/observe"
+	"github.com/chaos-harness/chaos/internal/otlp"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
@@ -51,6 +53,9 @@ type Config struct {
 	Args []string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OTLPGRPC and OTLPHTTP, when set, turn on the built-in OTLP receiver
+	// on these addresses (overriding the adapter's otlp section).
+	OTLPGRPC, OTLPHTTP string
 	// Backend, when set, replaces the backend the adapter names (tests).
 	Backend backend.Backend
 }
@@ -103,6 +108,8 @@ type engine struct {
 	watchers []*observe.Watcher
 	scrapers []*observe.Scraper
 	states   stateHub
+	otlp     *otlp.Receiver
+	otlpOut  *os.File
 }
 
 // revert undoes an operation that is still active.
@@ -124,6 +131,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		return nil, res.Problems
 	case binding.NA:
 		return &Outcome{NA: res.Reasons}, nil
+	}
+	if cfg.Backend == nil && !a.Instance.HasHooks() && a.Backend != adapter.BackendProcess && !backendBuilt(a.Backend) {
+		return nil, fmt.Errorf("adapter %s: backend %s is not available in this build; give the adapter instance hooks, or use the process backend", a.ID, a.Backend)
 	}
 	now := time.Now
 	if cfg.Now != nil {
@@ -182,8 +192,15 @@ func (e *engine) expand(s string) string {
 	return os.Expand(s, func(name string) string { return lookup(e.baseEnv, name) })
 }
 
-// hookDir is where hooks run: the run directory.
-func (e *engine) hookDir() string { return e.dir.Root }
+// hookDir is where hooks, preflight checks and watchers run: the directory
+// chaos was started in, so an adapter's relative paths (./scripts/start.sh,
+// .gateway/gateway.pid) mean what they mean to its author at the shell.
+func (e *engine) hookDir() string {
+	if wd, err := os.Getwd(); err == nil {
+		return wd
+	}
+	return e.dir.Root
+}
 
 // hookEnv is the environment every hook and harness-side script gets.
 func (e *engine) hookEnv() []string { return e.baseEnv }
@@ -209,7 +226,13 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		"CHAOS_EXPERIMENT", x.ID,
 		"CHAOS_ADAPTER", a.ID,
 		"CHAOS_SEED", fmt.Sprint(e.seed),
+		"CHAOS_EXPERIMENT_DIR", filepath.Dir(absPath(x.File)),
+		"CHAOS_ADAPTER_DIR", adapterDir(a),
 	)
+	e.hub = observe.NewHub()
+	if err := e.startOTLP(); err != nil {
+		return nil, err
+	}
 	e.redact = NewRedactor(e.baseEnv)
 	e.reg = newRegistry(x)
 	if err := e.openBackend(); err != nil {
@@ -239,18 +262,19 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 			e.targets[name] = &targetHandle{e: e, name: name, spec: t}
 		}
 	}
-	ok := e.startOwnedTargets(flowCtx)
-	if ok {
-		ok = e.preflight(flowCtx)
+	skipped := ""
+	switch {
+	case !e.startOwnedTargets(flowCtx):
+		skipped = "a target the run owns did not start"
+	case !e.preflight(flowCtx):
+		skipped = "preflight failed"
+	case !e.startObservers():
+		skipped = "an observer did not start"
 	}
-	e.hub = observe.NewHub()
-	if ok {
-		ok = e.startObservers()
-	}
-	if ok && flowCtx.Err() == nil {
+	if skipped == "" && flowCtx.Err() == nil {
 		e.runFlow(flowCtx)
-	} else if !ok {
-		e.rec.Record("flow.skipped", rundir.F("reason", "preflight failed"))
+	} else if skipped != "" {
+		e.rec.Record("flow.skipped", rundir.F("reason", skipped))
 	}
 
 	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -260,6 +284,9 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		e.rec.Record("run.aborted", rundir.F("signal", e.aborted))
 	}
 
+	if err := e.redact.redactTree(e.dir.Root); err != nil {
+		e.errorf("redacting secrets from the run directory: %v", err)
+	}
 	v, err := verdict.Evaluate(cleanCtx, e.dir, x, a, verdict.Options{
 		By: "run", Runner: e.runner, Env: os.Environ(),
 		Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) },
@@ -298,12 +325,20 @@ func (e *engine) openBackend() error {
 			return err
 		}
 		e.collectL = f
-		e.be = &hooks.Backend{Spec: e.a.Instance, Runner: e.runner, Timeout: e.hookTimeout(), Log: f}
+		e.be = &hooks.Backend{Spec: e.a.Instance, Runner: e.runner, Timeout: e.hookTimeout(), Log: f, Dir: e.hookDir()}
 		return nil
 	}
 	switch e.a.Backend {
 	case adapter.BackendProcess:
 		e.be = local.New(e.sup)
+		return nil
+	}
+	if open := nativeBackends[e.a.Backend]; open != nil {
+		be, err := open(e)
+		if err != nil {
+			return err
+		}
+		e.be = be
 		return nil
 	}
 	return fmt.Errorf("backend %s is not available in this build", e.a.Backend)
@@ -330,7 +365,11 @@ func (e *engine) writeInputs() error {
 	m.Seed = e.seed
 	m.Started = e.rec.Start().UTC()
 	m.Command = append([]string{"chaos"}, e.cfg.Args...)
-	m.Replay = fmt.Sprintf("chaos run --adapter %s --seed %d %s", e.a.ID, e.seed, e.x.File)
+	adapterRef := e.a.ID
+	if !e.a.Builtin {
+		adapterRef = absPath(e.a.File)
+	}
+	m.Replay = fmt.Sprintf("chaos run --adapter %s --seed %d %s", adapterRef, e.seed, absPath(e.x.File))
 	m.Host = hostInfo()
 	if sha, dirty, ok := gitState(filepath.Dir(e.x.File)); ok {
 		m.Git = &struct {
@@ -406,7 +445,7 @@ func (e *engine) preflight(ctx context.Context) bool {
 	steps := append(append([]experiment.Step{}, e.a.Preflight...), e.x.Preflight...)
 	for _, s := range steps {
 		e.rec.Record("check.started", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name))
-		res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.dir.Root, Env: e.hookEnv(), Timeout: s.Timeout.D()})
+		res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.hookDir(), Env: e.hookEnv(), Timeout: s.Timeout.D()})
 		passed, detail := false, ""
 		switch {
 		case err != nil:
@@ -450,7 +489,7 @@ func (e *engine) startObservers() bool {
 		e.rec.Record("metrics.started", rundir.F("metrics", m.Name), rundir.F("url", s.URL), rundir.F("interval", s.Interval.String()))
 	}
 	for _, w := range e.a.Watch {
-		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.dir.Root, Env: setEnv(e.hookEnv(), "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub,
+		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.hookDir(), Env: setEnv(e.hookEnv(), "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub,
 			Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) }}
 		if err := wt.Start(e.rec.Start()); err != nil {
 			e.errorf("starting watcher %s: %v", w.Name, err)
@@ -478,3 +517,112 @@ func (e *engine) stopObservers() {
 	}
 	e.watchers = nil
 }
+
+// startOTLP starts the built-in OTLP receiver when the adapter or the
+// command line asks for it, before targets start, so that a system started
+// by the run already exports its spans to it.
+func (e *engine) startOTLP() error {
+	grpcAddr, httpAddr := e.cfg.OTLPGRPC, e.cfg.OTLPHTTP
+	if c := e.a.OTLP; c != nil {
+		grpcAddr, httpAddr = firstSet(grpcAddr, c.GRPC, "127.0.0.1:0"), firstSet(httpAddr, c.HTTP, "127.0.0.1:0")
+	} else if grpcAddr == "" && httpAddr == "" {
+		return nil
+	}
+	if grpcAddr == "off" {
+		grpcAddr = ""
+	}
+	if httpAddr == "off" {
+		httpAddr = ""
+	}
+	out, err := os.OpenFile(e.dir.Path("system", "watch", adapter.OTLPWatch+".jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	r, err := otlp.Start(otlp.Options{GRPCAddr: grpcAddr, HTTPAddr: httpAddr, Out: out, Start: e.rec.Start(),
+		OnSpan: func(s otlp.Span) {
+			e.hub.Publish(observe.Line{Watch: adapter.OTLPWatch, Text: string(s.JSON()), TS: time.Now(), Value: s})
+		}})
+	if err != nil {
+		out.Close()
+		return fmt.Errorf("starting the OTLP receiver: %w", err)
+	}
+	e.otlp, e.otlpOut = r, out
+	e.baseEnv = mergeEnv(e.baseEnv)
+	for _, kv := range r.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		e.baseEnv = setEnv(e.baseEnv, k, v)
+	}
+	e.rec.Record("otlp.started", rundir.F("grpc", r.GRPCAddr()), rundir.F("http", r.HTTPAddr()))
+	return nil
+}
+
+func firstSet(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// stopOTLP drains the receiver after the flow.
+func (e *engine) stopOTLP(ctx context.Context) {
+	if e.otlp == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.otlp.Stop(sctx); err != nil {
+		e.errorf("stopping the OTLP receiver: %v", err)
+	}
+	if err := e.otlp.Err(); err != nil {
+		e.errorf("writing spans to system/watch/otel.jsonl: %v", err)
+	}
+	e.otlpOut.Close()
+	e.rec.Record("otlp.stopped", rundir.F("spans", e.otlp.Spans()))
+	e.otlp = nil
+}
+
+// subscribeSignal subscribes to the next occurrence of an adapter signal:
+// a regular expression on a watcher's lines, or a span matcher on the OTLP
+// receiver's spans.
+func (e *engine) subscribeSignal(name string) (<-chan observe.Line, func(), error) {
+	sig := e.a.Signals[name]
+	if sig.Span != "" || len(sig.Attributes) > 0 {
+		m := otlp.Matcher{Name: sig.Span, Attributes: sig.Attributes}
+		if len(sig.Span) > 1 && strings.HasPrefix(sig.Span, "/") && strings.HasSuffix(sig.Span, "/") {
+			re, err := regexp.Compile(sig.Span[1 : len(sig.Span)-1])
+			if err != nil {
+				return nil, nil, fmt.Errorf("signal %s: %w", name, err)
+			}
+			m.Name, m.NameRegexp = "", re
+		}
+		ch, cancel := e.hub.SubscribeFunc(sig.Watch, func(l observe.Line) bool {
+			s, ok := l.Value.(otlp.Span)
+			return ok && m.Match(s)
+		})
+		return ch, cancel, nil
+	}
+	re, err := regexp.Compile(sig.Pattern)
+	if err != nil {
+		return nil, nil, fmt.Errorf("signal %s: %w", name, err)
+	}
+	ch, cancel := e.hub.Subscribe(sig.Watch, re)
+	return ch, cancel, nil
+}
+
+// adapterDir is the directory of the adapter file, "" for a built-in one,
+// so hooks can reach scripts shipped beside the adapter.
+func adapterDir(a *adapter.Adapter) string {
+	if a.Builtin || a.File == "" {
+		return ""
+	}
+	return filepath.Dir(absPath(a.File))
+}
+
+// backendBuilt reports whether a native backend other than process is
+// compiled in.
+func backendBuilt(name string) bool { return nativeBackends[name] != nil }
+
+// nativeBackends are the native backends beyond process, by name.
+var nativeBackends = map[string]func(e *engine) (backend.Backend, error){}

@@ -268,3 +268,33 @@ flow: {serial: [w, break-it]}
 		t.Fatalf("hook output not in logs/operations.log: %q", log)
 	}
 }
+
+func TestSecretsAreRedactedFromLogs(t *testing.T) {
+	out, _ := runWith(t, `apiVersion: chaos/v1alpha1
+id: leaky
+backend: process
+env: {DB_PASSWORD: s3cr3t-value-42}
+operations:
+  leak:
+    run: echo "connecting with $DB_PASSWORD"
+watch:
+  - {name: chatty, run: "echo watcher saw $DB_PASSWORD; sleep 5"}
+`, `apiVersion: chaos/v1alpha1
+id: leak
+workloads:
+  - {name: w, run: "echo instance saw $DB_PASSWORD; sleep 0.3"}
+operations:
+  - {name: leak-it, uses: leak}
+flow: {serial: [w, leak-it]}
+`)
+	for _, p := range []string{"logs/operations.log", "logs/watch-chatty.log", "system/watch/chatty.jsonl", "workloads/w/instances/w-0/logs/process.log", "workloads/w/instances/w-0/env"} {
+		data, err := readFile(out.Dir.Path(p))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if strings.Contains(data, "s3cr3t-value-42") || !strings.Contains(data, "<redacted>") {
+			t.Errorf("%s is not redacted:\n%s", p, data)
+		}
+	}
+}

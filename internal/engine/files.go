@@ -46,12 +46,29 @@ func writeWorkloadFiles(d *rundir.Dir, workload, script string) (runSh, wrapper 
 	return runSh, wrapper, nil
 }
 
-// secretName matches variable names whose values must never be written.
-var secretName = regexp.MustCompile(`(?i)(secret|token|passw(or)?d|pwd|api[_-]?key|access[_-]?key|private[_-]?key|credential|auth|cookie|session[_-]?key|signature)`)
+// secretWord matches the words of a variable name that mark its value as a
+// secret. Names are split at _, - and . so AUTHOR is not AUTH.
+var secretWord = regexp.MustCompile(`(?i)^(secrets?|tokens?|passwords?|passwd|pwd|passphrase|apikey|credentials?|creds|auth|cookies?|signature|pat|dsn)$`)
+
+// secretSuffix catches glued names such as PGPASSWORD and GHTOKEN.
+var secretSuffix = regexp.MustCompile(`(?i)(password|passwd|secret|token)s?$`)
+
+// secretPair matches two-word markers such as API_KEY and PRIVATE_KEY.
+var secretPair = regexp.MustCompile(`(?i)(^|[_.-])(api|access|secret|private|session|signing|encryption)[_.-]?keys?($|[_.-])`)
 
 // IsSecret reports whether an environment variable's name looks like it
 // holds a secret.
-func IsSecret(name string) bool { return secretName.MatchString(name) }
+func IsSecret(name string) bool {
+	if secretPair.MatchString(name) {
+		return true
+	}
+	for _, w := range regexp.MustCompile(`[_.-]+`).Split(name, -1) {
+		if secretWord.MatchString(w) || secretSuffix.MatchString(w) {
+			return true
+		}
+	}
+	return false
+}
 
 // redactedEnv renders env as sorted NAME=value lines with secret values
 // replaced.
@@ -161,4 +178,51 @@ func (r *Redactor) RedactBytes(b []byte) []byte {
 		return b
 	}
 	return []byte(r.Redact(string(b)))
+}
+
+// redactTree rewrites the files the harness wrote under root so that no
+// secret value of the run's environment remains in them. Inputs as given
+// (experiment.yaml, adapter.yaml) and what workloads wrote to their output
+// are left as they are: they are the user's own evidence.
+func (r *Redactor) redactTree(root string) error {
+	if len(r.values) == 0 {
+		return nil
+	}
+	return filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			if d.Name() == "output" && strings.HasPrefix(rel, "workloads"+string(filepath.Separator)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if rel == "experiment.yaml" || rel == "adapter.yaml" || !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || info.Size() > 256<<20 {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		clean := r.RedactBytes(data)
+		if string(clean) == string(data) {
+			return nil
+		}
+		return WriteRedacted(p, clean)
+	})
+}
+
+// WriteRedacted replaces a file's content, keeping its mode.
+func WriteRedacted(p string, data []byte) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, st.Mode().Perm())
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -143,16 +142,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 // the wait began, then for the wait's delay. A timeout is a flow error.
 func (e *engine) waitSignal(ctx context.Context, w *experiment.Wait) error {
 	sig := e.a.Signals[w.Signal]
-	re, err := regexp.Compile(sig.Pattern)
-	if err != nil {
-		return fmt.Errorf("signal %s: %w", w.Signal, err)
-	}
 	if w.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, w.Timeout.D(), fmt.Errorf("wait for signal %s timed out after %s", w.Signal, w.Timeout))
 		defer cancel()
 	}
-	ch, unsubscribe := e.hub.Subscribe(sig.Watch, re)
+	ch, unsubscribe, err := e.subscribeSignal(w.Signal)
+	if err != nil {
+		return err
+	}
 	defer unsubscribe()
 	select {
 	case l := <-ch:
@@ -296,7 +294,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 	case <-timeout:
 		e.rec.Record("instance.timeout", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("timeout", w.Timeout.String()))
 		kctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := inst.Kill(kctx); err != nil {
+		if err := inst.Kill(kctx); err != nil && !errors.Is(err, backend.ErrUnsupported) {
 			runErr = fmt.Errorf("killing timed-out instance %s: %w", h.name, err)
 		}
 		cancel()

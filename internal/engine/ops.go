@@ -359,7 +359,7 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 				henv = setEnv(henv, "CHAOS_INSTANCE", v.name, "CHAOS_WORKLOAD", v.inst.workload, "CHAOS_SYSTEM_ID", v.id)
 			}
 		}
-		s := shell.Spec{Name: fmt.Sprintf("operation %s %s hook", o.Name, which), Script: script, Dir: e.dir.Root, Env: henv, Timeout: timeout}
+		s := shell.Spec{Name: fmt.Sprintf("operation %s %s hook", o.Name, which), Script: script, Dir: e.hookDir(), Env: henv, Timeout: timeout}
 		if log != nil {
 			s.Log = log
 		}

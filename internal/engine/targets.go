@@ -32,8 +32,9 @@ type targetHandle struct {
 }
 
 // pidFile is the target's pid file, with $VARS expanded from the run's
-// environment (so it can live under $CHAOS_RUN_DIR).
-func (t *targetHandle) pidFile() string { return t.e.expand(t.spec.PidFile) }
+// environment (so it can live under $CHAOS_RUN_DIR) and a relative path
+// taken from where hooks run.
+func (t *targetHandle) pidFile() string { return t.e.hostPath(t.spec.PidFile) }
 
 // pid reads the target's pid file.
 func (t *targetHandle) pid() (int, error) {
@@ -246,7 +247,7 @@ func (t *targetHandle) copyLog() {
 	if t.spec.Log == "" {
 		return
 	}
-	src := t.e.expand(t.spec.Log)
+	src := t.e.hostPath(t.spec.Log)
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return
@@ -258,4 +259,14 @@ func (t *targetHandle) copyLog() {
 	defer f.Close()
 	fmt.Fprintf(f, "%s chaos: contents of %s\n", rundir.LogTime(time.Now()), filepath.Clean(src))
 	_, _ = f.Write(t.e.redact.RedactBytes(data))
+}
+
+// hostPath expands $VARS in a path from the run's environment and makes a
+// relative path relative to the directory hooks run in.
+func (e *engine) hostPath(p string) string {
+	p = e.expand(p)
+	if p != "" && !filepath.IsAbs(p) {
+		p = filepath.Join(e.hookDir(), p)
+	}
+	return p
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"time"
 
@@ -139,12 +138,10 @@ func triggerText(t *experiment.Trigger) string {
 // it saw.
 func (e *engine) awaitTrigger(ctx context.Context, t *experiment.Trigger, states chan stateEvent) (string, error) {
 	if t.Signal != "" {
-		sig := e.a.Signals[t.Signal]
-		re, err := regexp.Compile(sig.Pattern)
+		ch, unsub, err := e.subscribeSignal(t.Signal)
 		if err != nil {
 			return "", err
 		}
-		ch, unsub := e.hub.Subscribe(sig.Watch, re)
 		defer unsub()
 		select {
 		case l := <-ch:

@@ -46,6 +46,10 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		w := &x.Workloads[i]
 		p := fmt.Sprintf("workloads[%d]", i)
 		checkName(d, p, w.Name, "workload", names)
+		switch w.Name {
+		case ScopeExperiment, ScopeAdapter, ScopePreflight:
+			d.Problem(p+".name", "%q is reserved: check references such as %s/NAME mean the %s's checks", w.Name, w.Name, w.Name)
+		}
 		switch w.Kind {
 		case "", "shell":
 		default:

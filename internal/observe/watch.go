@@ -23,6 +23,9 @@ type Line struct {
 	Watch string
 	Text  string
 	TS    time.Time
+	// Value is the structured form of the line when the watcher has one,
+	// such as a span of the OTLP receiver.
+	Value any
 }
 
 // Hub fans watcher lines out to signal waits. A wait sees only lines that
@@ -35,7 +38,7 @@ type Hub struct {
 
 type sub struct {
 	watch string
-	re    *regexp.Regexp
+	match func(Line) bool
 	ch    chan Line
 }
 
@@ -45,11 +48,16 @@ func NewHub() *Hub { return &Hub{subs: map[int]*sub{}} }
 // Subscribe returns a channel that receives the next line of watcher watch
 // matching re, and a function to cancel the subscription.
 func (h *Hub) Subscribe(watch string, re *regexp.Regexp) (<-chan Line, func()) {
+	return h.SubscribeFunc(watch, func(l Line) bool { return re.MatchString(l.Text) })
+}
+
+// SubscribeFunc is Subscribe with any match function.
+func (h *Hub) SubscribeFunc(watch string, match func(Line) bool) (<-chan Line, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id := h.next
 	h.next++
-	s := &sub{watch: watch, re: re, ch: make(chan Line, 1)}
+	s := &sub{watch: watch, match: match, ch: make(chan Line, 1)}
 	h.subs[id] = s
 	return s.ch, func() {
 		h.mu.Lock()
@@ -58,12 +66,12 @@ func (h *Hub) Subscribe(watch string, re *regexp.Regexp) (<-chan Line, func()) {
 	}
 }
 
-// publish hands a line to every matching subscriber, at most once each.
-func (h *Hub) publish(l Line) {
+// Publish hands a line to every matching subscriber, at most once each.
+func (h *Hub) Publish(l Line) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, s := range h.subs {
-		if s.watch == l.Watch && s.re.MatchString(l.Text) {
+		if s.watch == l.Watch && s.match(l) {
 			s.ch <- l
 			delete(h.subs, id)
 		}
@@ -203,7 +211,7 @@ func (w *Watcher) read(r io.ReadCloser, start time.Time) {
 		w.jsonl.Write(append(data, '\n'))
 		fmt.Fprintf(w.log, "%s %s\n", rundir.LogTime(now), text)
 		w.mu.Unlock()
-		w.Hub.publish(Line{Watch: w.Name, Text: text, TS: now})
+		w.Hub.Publish(Line{Watch: w.Name, Text: text, TS: now})
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -28,9 +27,8 @@ type Backend struct {
 	// Log receives every hook's output (logs/collect.log and the like are
 	// the engine's choice).
 	Log io.Writer
-	// Errorf reports a hook failure that happens outside a call, such as a
-	// state hook failing while polling.
-	Errorf func(format string, args ...any)
+	// Dir is where hooks run.
+	Dir string
 }
 
 func (b *Backend) timeout() time.Duration {
@@ -60,7 +58,7 @@ func (b *Backend) run(ctx context.Context, name, script string, spec backend.Ins
 	)
 	env = append(env, extra...)
 	res, err := b.Runner.Run(ctx, shell.Spec{
-		Name: "hook instance." + name, Script: script, Dir: spec.Dir, Env: env,
+		Name: "hook instance." + name, Script: script, Dir: b.Dir, Env: env,
 		Timeout: b.timeout(), Log: prefixed(b.Log, spec.Name+" "+name), SplitStdout: true,
 	})
 	if err != nil {
@@ -115,7 +113,6 @@ func (in *instance) env() string { return "CHAOS_SYSTEM_ID=" + in.id }
 func (in *instance) pollLoop() {
 	t := time.NewTicker(in.b.poll())
 	defer t.Stop()
-	failures := 0
 	for {
 		if in.readState() {
 			return
@@ -125,7 +122,6 @@ func (in *instance) pollLoop() {
 			return
 		case <-t.C:
 		}
-		_ = failures
 	}
 }
 
@@ -236,5 +232,3 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	}
 	return n, nil
 }
-
-var _ = filepath.Join

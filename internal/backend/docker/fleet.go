@@ -1,0 +1,515 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+)
+
+// ErrNotOurs is returned when an action is refused because the container
+// does not carry this run's chaos.run label.
+var ErrNotOurs = errors.New("refused: the container does not carry this run's chaos.run label (the harness only touches containers it created)")
+
+// guard is the one gate every call that changes a container goes through.
+type guard struct {
+	cli   *client.Client
+	runID string
+}
+
+// check inspects the container and returns it only when its chaos.run label
+// is the guard's run id. The action must then use the returned full id, so a
+// name that is taken over in between cannot redirect it.
+func (g guard) check(ctx context.Context, ref string) (container.InspectResponse, error) {
+	if g.runID == "" {
+		return container.InspectResponse{}, fmt.Errorf("container %s: %w", ref, ErrNotOurs)
+	}
+	res, err := g.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	c := res.Container
+	if c.Config == nil || c.Config.Labels[LabelRun] != g.runID {
+		got := ""
+		if c.Config != nil {
+			got = c.Config.Labels[LabelRun]
+		}
+		return container.InspectResponse{}, fmt.Errorf("container %s (%s, chaos.run=%q, this run %q): %w", strings.TrimPrefix(c.Name, "/"), shortID(c.ID), got, g.runID, ErrNotOurs)
+	}
+	return c, nil
+}
+
+func (g guard) kill(ctx context.Context, ref, signal string) error {
+	c, err := g.check(ctx, ref)
+	if err != nil {
+		return err
+	}
+	_, err = g.cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: signal})
+	return err
+}
+
+func (g guard) stop(ctx context.Context, ref string, grace time.Duration) error {
+	c, err := g.check(ctx, ref)
+	if err != nil {
+		return err
+	}
+	secs := int(math.Ceil(grace.Seconds()))
+	_, err = g.cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Signal: "SIGTERM", Timeout: &secs})
+	return err
+}
+
+func (g guard) start(ctx context.Context, ref string) error {
+	c, err := g.check(ctx, ref)
+	if err != nil {
+		return err
+	}
+	_, err = g.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
+	return err
+}
+
+func (g guard) restart(ctx context.Context, ref string, grace time.Duration) error {
+	c, err := g.check(ctx, ref)
+	if err != nil {
+		return err
+	}
+	secs := int(math.Ceil(grace.Seconds()))
+	_, err = g.cli.ContainerRestart(ctx, c.ID, client.ContainerRestartOptions{Signal: "SIGTERM", Timeout: &secs})
+	return err
+}
+
+func (g guard) pause(ctx context.Context, ref string) error {
+	c, err := g.check(ctx, ref)
+	if err != nil {
+		return err
+	}
+	_, err = g.cli.ContainerPause(ctx, c.ID, client.ContainerPauseOptions{})
+	return err
+}
+
+func (g guard) unpause(ctx context.Context, ref string) error {
+	c, err := g.check(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if c.State == nil || !c.State.Paused {
+		return nil
+	}
+	_, err = g.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{})
+	return err
+}
+
+func (g guard) remove(ctx context.Context, ref string) error {
+	c, err := g.check(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = g.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (g guard) copyTo(ctx context.Context, ref string, opts client.CopyToContainerOptions) error {
+	c, err := g.check(ctx, ref)
+	if err != nil {
+		return err
+	}
+	_, err = g.cli.CopyToContainer(ctx, c.ID, opts)
+	return err
+}
+
+// waitNotRunning returns once the container has stopped (at once when it is
+// not running). The engine answers; nothing is polled.
+func waitNotRunning(ctx context.Context, cli *client.Client, id string) error {
+	w := cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	select {
+	case <-w.Result:
+		return nil
+	case err := <-w.Error:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ownerLabels are the labels of every container a run creates.
+func ownerLabels(runID string) map[string]string {
+	l := map[string]string{LabelRun: runID, LabelPid: strconv.Itoa(os.Getpid())}
+	if st := pidStart(os.Getpid()); st != "" {
+		l[LabelPidStart] = st
+	}
+	if ns := pidNS(); ns != "" {
+		l[LabelPidNS] = ns
+	}
+	if h, err := os.Hostname(); err == nil {
+		l[LabelHost] = h
+	}
+	return l
+}
+
+// pidStart is the process's start time in clock ticks since boot (field 22
+// of /proc/PID/stat), which tells a live harness from a reused pid.
+func pidStart(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); start time is field 22.
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19]
+}
+
+func pidNS() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		return ""
+	}
+	return ns
+}
+
+// harnessAlive says whether the harness that labelled a container still
+// runs; known is false when this machine cannot tell (another host or pid
+// namespace, or no pid label), and such containers are left alone.
+func harnessAlive(labels map[string]string) (alive, known bool) {
+	if h, err := os.Hostname(); err != nil || labels[LabelHost] != h {
+		return false, false
+	}
+	if ns := labels[LabelPidNS]; ns == "" || ns != pidNS() {
+		return false, false
+	}
+	pid, err := strconv.Atoi(labels[LabelPid])
+	if err != nil || pid <= 0 {
+		return false, false
+	}
+	st := pidStart(pid)
+	if st == "" {
+		if err := syscall.Kill(pid, 0); err != nil && errors.Is(err, syscall.ESRCH) {
+			return false, true
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+			return false, true
+		}
+		return true, true
+	}
+	if want := labels[LabelPidStart]; want != "" && want != st {
+		return false, true // the pid was reused
+	}
+	return true, true
+}
+
+// Container is one container a fault may act on.
+type Container struct {
+	ID, Name string
+	Labels   map[string]string
+}
+
+func fromSummary(s container.Summary) Container {
+	name := ""
+	if len(s.Names) > 0 {
+		name = strings.TrimPrefix(s.Names[0], "/")
+	}
+	return Container{ID: s.ID, Name: name, Labels: s.Labels}
+}
+
+// list returns this run's containers (running or not) that carry every one
+// of labels.
+func (b *Backend) list(ctx context.Context, labels map[string]string) ([]Container, error) {
+	f := make(client.Filters).Add("label", LabelRun+"="+b.cfg.RunID)
+	for _, k := range sortedKeys(labels) {
+		f.Add("label", k+"="+labels[k])
+	}
+	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Container, 0, len(res.Items))
+	for _, s := range res.Items {
+		if s.Labels[LabelRun] != b.cfg.RunID {
+			continue
+		}
+		out = append(out, fromSummary(s))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Containers returns this run's containers of one instance's role: the
+// instance's own container for role "" or "instance", a sidecar's container,
+// or for a label-only role the run's containers of that instance carrying
+// the role's labels.
+func (b *Backend) Containers(ctx context.Context, instance, role string) ([]Container, error) {
+	want := map[string]string{LabelInstance: instance}
+	switch spec, ok := b.cfg.Roles[role]; {
+	case role == "" || role == RoleInstance:
+		want[LabelRole] = RoleInstance
+	case !ok:
+		return nil, fmt.Errorf("unknown role %q", role)
+	default:
+		for k, v := range spec.Labels {
+			want[k] = v
+		}
+		if spec.sidecar() {
+			want[LabelRole] = role
+		}
+	}
+	return b.list(ctx, want)
+}
+
+// FindTarget returns the containers of a named container target: those
+// called name (when name is set) that carry every one of labels. Only this
+// run's containers are returned; when the only matches belong to something
+// else, the error says so.
+func (b *Backend) FindTarget(ctx context.Context, labels map[string]string, name string) ([]Container, error) {
+	if name == "" && len(labels) == 0 {
+		return nil, errors.New("a container target needs a container name or labels")
+	}
+	match := func(all bool) ([]Container, error) {
+		f := make(client.Filters)
+		if !all {
+			f.Add("label", LabelRun+"="+b.cfg.RunID)
+		}
+		for _, k := range sortedKeys(labels) {
+			f.Add("label", k+"="+labels[k])
+		}
+		if name != "" {
+			f.Add("name", name)
+		}
+		res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		if err != nil {
+			return nil, err
+		}
+		var out []Container
+		for _, s := range res.Items {
+			c := fromSummary(s)
+			if name != "" && c.Name != strings.TrimPrefix(name, "/") {
+				continue // the engine's name filter matches substrings
+			}
+			if !all && c.Labels[LabelRun] != b.cfg.RunID {
+				continue
+			}
+			out = append(out, c)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out, nil
+	}
+	ours, err := match(false)
+	if err != nil || len(ours) > 0 {
+		return ours, err
+	}
+	all, err := match(true)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("name %q, labels %v", name, labels)
+	if len(all) > 0 {
+		return nil, fmt.Errorf("no container of this run matches %s; %d other container(s) do but lack chaos.run=%s, and the harness never acts on those (a target's start hook must label what it starts with chaos.run=$CHAOS_RUN_ID)", what, len(all), b.cfg.RunID)
+	}
+	return nil, fmt.Errorf("no container matches %s", what)
+}
+
+// instanceOf returns the instance whose main container c is, if any.
+func (b *Backend) instanceOf(c Container) *instance {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, in := range b.instances {
+		if in.containerID() == c.ID && c.ID != "" {
+			return in
+		}
+	}
+	return nil
+}
+
+// Kill kills a container of this run at once and waits until it has
+// stopped. An instance's own container goes through its instance, so it
+// ends Failed.
+func (b *Backend) Kill(ctx context.Context, c Container) error {
+	if in := b.instanceOf(c); in != nil {
+		return in.Kill(ctx)
+	}
+	if err := b.g.kill(ctx, c.ID, "SIGKILL"); err != nil && !isNotRunning(err) {
+		return err
+	}
+	return waitNotRunning(ctx, b.cli, c.ID)
+}
+
+// Restart restarts a container of this run in place (same id): gracefully
+// (SIGTERM, Grace, then SIGKILL) or killed, held down for Hold (an outage),
+// then started again.
+func (b *Backend) Restart(ctx context.Context, c Container, r backend.Restart) error {
+	if in := b.instanceOf(c); in != nil {
+		return in.Restart(ctx, r)
+	}
+	if r.Graceful && r.Hold == 0 {
+		return b.g.restart(ctx, c.ID, r.Grace)
+	}
+	var err error
+	if r.Graceful {
+		err = b.g.stop(ctx, c.ID, r.Grace)
+	} else {
+		err = b.g.kill(ctx, c.ID, "SIGKILL")
+	}
+	if err != nil && !isNotRunning(err) {
+		return err
+	}
+	if err := waitNotRunning(ctx, b.cli, c.ID); err != nil {
+		return err
+	}
+	if err := sleepCtx(ctx, r.Hold); err != nil {
+		return err
+	}
+	return b.g.start(ctx, c.ID)
+}
+
+// Pause freezes a container of this run (docker pause).
+func (b *Backend) Pause(ctx context.Context, c Container) error {
+	if in := b.instanceOf(c); in != nil {
+		return in.Freeze(ctx)
+	}
+	return b.g.pause(ctx, c.ID)
+}
+
+// Unpause thaws a container of this run; a container that is not paused is
+// left as it is.
+func (b *Backend) Unpause(ctx context.Context, c Container) error {
+	if in := b.instanceOf(c); in != nil {
+		return in.Thaw(ctx)
+	}
+	return b.g.unpause(ctx, c.ID)
+}
+
+func isNotRunning(err error) bool {
+	return err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CleanupResult is what Cleanup did.
+type CleanupResult struct {
+	// Removed are the names of the containers, networks and volumes removed.
+	Removed []string
+	// Skipped are chaos-labelled containers left alone because this machine
+	// cannot tell whether the run that made them still runs (another host or
+	// pid namespace), or because it does.
+	Skipped []string
+}
+
+// Cleanup removes every container, network and volume labelled
+// chaos.run=<runID>. With runID "", it removes those of every run whose
+// harness process is gone (chaos.pid no longer alive on this host and pid
+// namespace), and leaves live runs' and unknown ones alone.
+func Cleanup(ctx context.Context, runID string) (removed []string, err error) {
+	res, err := CleanupRuns(ctx, runID)
+	return res.Removed, err
+}
+
+// CleanupRuns is Cleanup that also says what it left alone.
+func CleanupRuns(ctx context.Context, runID string) (CleanupResult, error) {
+	var res CleanupResult
+	cli, err := Connect()
+	if err != nil {
+		return res, err
+	}
+	defer cli.Close()
+	f := make(client.Filters)
+	if runID != "" {
+		f.Add("label", LabelRun+"="+runID)
+	} else {
+		f.Add("label", LabelRun)
+	}
+	// eligible decides per object, by its own labels.
+	eligible := func(labels map[string]string) (string, bool) {
+		run := labels[LabelRun]
+		if run == "" {
+			return "", false
+		}
+		if runID != "" {
+			return run, run == runID
+		}
+		alive, known := harnessAlive(labels)
+		return run, known && !alive
+	}
+	var errs []error
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return res, err
+	}
+	for _, s := range cs.Items {
+		c := fromSummary(s)
+		run, ok := eligible(c.Labels)
+		if !ok {
+			res.Skipped = append(res.Skipped, c.Name)
+			continue
+		}
+		// The same guard as a live run's, for the run that made it.
+		if err := (guard{cli: cli, runID: run}).remove(ctx, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("removing container %s: %w", c.Name, err))
+			continue
+		}
+		res.Removed = append(res.Removed, c.Name)
+	}
+	if ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, n := range ns.Items {
+			if _, ok := eligible(n.Labels); !ok {
+				continue
+			}
+			if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removing network %s: %w", n.Name, err))
+				continue
+			}
+			res.Removed = append(res.Removed, "network "+n.Name)
+		}
+	}
+	if vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}); err != nil {
+		errs = append(errs, err)
+	} else {
+		for _, v := range vs.Items {
+			if _, ok := eligible(v.Labels); !ok {
+				continue
+			}
+			if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removing volume %s: %w", v.Name, err))
+				continue
+			}
+			res.Removed = append(res.Removed, "volume "+v.Name)
+		}
+	}
+	return res, errors.Join(errs...)
+}

@@ -1,0 +1,642 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/client"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/testimage"
+)
+
+// Create creates the instance's sidecars and its container, copies the
+// wrapper and the workload's script into it and starts it. Its states come
+// from the event stream: create -> Created, start -> Running, die ->
+// Succeeded or Failed.
+func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backend.Instance, error) {
+	for _, d := range []string{spec.OutputDir, spec.LogDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	image := spec.Image
+	if image == "" {
+		image = b.cfg.Image
+	}
+	if image == "" {
+		return nil, fmt.Errorf("instance %s: no image: the workload names none and the adapter sets no default", spec.Name)
+	}
+	wrapper, err := os.ReadFile(spec.Wrapper)
+	if err != nil {
+		return nil, err
+	}
+	script, err := os.ReadFile(spec.Script)
+	if err != nil {
+		return nil, err
+	}
+	in := &instance{b: b, spec: spec, name: containerName(b.cfg.RunID, spec.Name), done: make(chan struct{}), changed: make(chan struct{})}
+	b.mu.Lock()
+	if _, dup := b.instances[spec.Name]; dup {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("instance %s already exists", spec.Name)
+	}
+	b.instances[spec.Name] = in
+	b.mu.Unlock()
+
+	fail := func(err error) (backend.Instance, error) {
+		in.mu.Lock()
+		already := in.ended
+		in.ended = true
+		in.mu.Unlock()
+		if !already {
+			close(in.done)
+		}
+		// Leave nothing behind: remove what was made (ours by label).
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if cs, lerr := b.list(rctx, map[string]string{LabelInstance: spec.Name}); lerr == nil {
+			for _, c := range cs {
+				_ = b.g.remove(rctx, c.ID)
+			}
+		}
+		return nil, fmt.Errorf("instance %s: %w", spec.Name, err)
+	}
+
+	labels := func(role string, extra map[string]string) map[string]string {
+		l := map[string]string{}
+		for k, v := range extra {
+			l[k] = v
+		}
+		for k, v := range b.owner {
+			l[k] = v
+		}
+		l[LabelWorkload] = spec.Workload
+		l[LabelInstance] = spec.Name
+		l[LabelRole] = role
+		return l
+	}
+
+	// Sidecars first, so the workload starts with its roles in place.
+	for _, role := range sortedKeys(b.cfg.Roles) {
+		rs := b.cfg.Roles[role]
+		if !rs.sidecar() {
+			continue
+		}
+		rimage := rs.Image
+		if rimage == "" {
+			rimage = image
+		}
+		if err := b.noteImage(ctx, rimage); err != nil {
+			return fail(err)
+		}
+		res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name: containerName(b.cfg.RunID, spec.Name, role),
+			Config: &container.Config{
+				Image: rimage, Cmd: rs.Command, Labels: labels(role, rs.Labels),
+				Hostname: hostname(spec.Name + "-" + role),
+			},
+			HostConfig: &container.HostConfig{Init: &initTrue},
+		})
+		if err != nil {
+			return fail(fmt.Errorf("creating sidecar %s: %w", role, err))
+		}
+		if err := b.g.start(ctx, res.ID); err != nil {
+			return fail(fmt.Errorf("starting sidecar %s: %w", role, err))
+		}
+	}
+
+	if err := b.noteImage(ctx, image); err != nil {
+		return fail(err)
+	}
+	env := containerEnv(spec.Env, b.cfg.HostEnv)
+	res, err := b.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: in.name,
+		Config: &container.Config{
+			Image:      image,
+			Entrypoint: []string{"/bin/sh", ContainerWrapper},
+			Env:        env,
+			Labels:     labels(RoleInstance, nil),
+			Hostname:   hostname(spec.Name),
+		},
+		// The engine's init (docker-init) is PID 1 and passes signals to the
+		// wrapper's whole process group, so a graceful stop's SIGTERM reaches
+		// the workload's script; a shell as PID 1 would ignore it.
+		HostConfig: &container.HostConfig{Init: &initTrue},
+	})
+	if err != nil {
+		return fail(fmt.Errorf("creating container: %w", err))
+	}
+	in.mu.Lock()
+	in.id = res.ID
+	in.mu.Unlock()
+	files, err := chaosTar(wrapper, script)
+	if err != nil {
+		return fail(err)
+	}
+	if err := b.g.copyTo(ctx, res.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: bytes.NewReader(files)}); err != nil {
+		return fail(fmt.Errorf("copying the wrapper and script in: %w", err))
+	}
+	if err := b.g.start(ctx, res.ID); err != nil {
+		spec.OnState(backend.Failed, "StartFailed")
+		return fail(fmt.Errorf("starting: %w", err))
+	}
+	return in, nil
+}
+
+// noteImage checks that the image is present locally (nothing is ever
+// pulled) and remembers its id for the manifest.
+func (b *Backend) noteImage(ctx context.Context, ref string) error {
+	b.mu.Lock()
+	_, ok := b.digests[ref]
+	b.mu.Unlock()
+	if ok {
+		return nil
+	}
+	res, err := b.cli.ImageInspect(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("image %s is not present on the engine, and the harness never pulls: %s", ref, BuildHint(ref, nil))
+	}
+	if err != nil {
+		return fmt.Errorf("image %s: %w", ref, err)
+	}
+	b.mu.Lock()
+	b.digests[ref] = res.ID
+	b.mu.Unlock()
+	return nil
+}
+
+// BuildHint says how to get a missing image: hints[ref] when given, the
+// busybox test image's own build command, or a docker build.
+func BuildHint(ref string, hints map[string]string) string {
+	if h := hints[ref]; h != "" {
+		return "build it with: " + h
+	}
+	if strings.HasPrefix(ref, testimage.BusyboxRepo+":") {
+		return "build it with: " + testimage.BuildCommand(ref)
+	}
+	return "build or load it first, e.g. docker build -t " + ref + " <context dir>, or docker load -i <file>"
+}
+
+// chaosTar is the archive copied to / before the container starts:
+// /chaos/wrapper.sh, /chaos/run.sh and an /chaos/output any user can write.
+func chaosTar(wrapper, script []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	for _, d := range []string{"chaos/", "chaos/output/"} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o777, ModTime: now}); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"chaos/wrapper.sh", wrapper}, {"chaos/run.sh", script}} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o755, Size: int64(len(f.data)), ModTime: now}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// hostname makes s a valid hostname (at most 63 characters).
+func hostname(s string) string {
+	s = strings.Trim(badName.ReplaceAllString(s, "-"), "-.")
+	s = strings.ReplaceAll(s, "_", "-")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return s
+}
+
+// containerEnv is the instance's environment as the container gets it:
+// without what only describes the harness machine (variables whose value is
+// the harness's own, CHAOS_* aside), and with the output directory and
+// script at their paths inside the container.
+func containerEnv(env, host []string) []string {
+	hostVals := map[string]string{}
+	for _, kv := range host {
+		k, v, _ := strings.Cut(kv, "=")
+		hostVals[k] = v
+	}
+	override := map[string]string{
+		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR": ContainerOutput,
+		"CHAOS_RUN_SCRIPT": ContainerScript,
+		// docker-init (tini) signals the whole process group.
+		"TINI_KILL_PROCESS_GROUP": "1",
+	}
+	var out []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, ok := override[k]; ok {
+			continue
+		}
+		if hv, ok := hostVals[k]; ok && hv == v && !strings.HasPrefix(k, "CHAOS_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range sortedKeys(override) {
+		out = append(out, k+"="+override[k])
+	}
+	return out
+}
+
+var initTrue = true
+
+type instance struct {
+	b    *Backend
+	spec backend.InstanceSpec
+	name string
+
+	mu         sync.Mutex
+	id         string
+	created    bool
+	running    bool
+	paused     bool
+	starts     int
+	dies       int
+	restarting bool
+	killed     bool   // Kill was called: the end is Killed(SIGKILL)
+	oom        bool   // an oom event since the last start
+	signal     string // the last kill event's signal since the last start
+	ended      bool
+	done       chan struct{}
+	changed    chan struct{} // closed and replaced on every event
+}
+
+func (in *instance) containerID() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.id
+}
+
+func (in *instance) SystemID() string { return in.containerID() }
+
+func (in *instance) Done() <-chan struct{} { return in.done }
+
+// event applies one engine event to the instance. It runs on the stream's
+// one goroutine, so states are reported in the engine's order.
+func (in *instance) event(m events.Message) {
+	in.mu.Lock()
+	if in.id != "" && m.Actor.ID != in.id {
+		in.mu.Unlock()
+		return
+	}
+	var report []func()
+	state := func(s backend.State, reason string) {
+		report = append(report, func() { in.spec.OnState(s, reason) })
+	}
+	attrs := m.Actor.Attributes
+	switch m.Action {
+	case events.ActionCreate:
+		if !in.created && !in.ended {
+			in.created = true
+			state(backend.Created, "")
+		}
+	case events.ActionStart:
+		in.running, in.paused, in.oom, in.signal = true, false, false, ""
+		in.starts++
+		if !in.ended {
+			reason := "Started"
+			if in.starts > 1 {
+				reason = "Restarted"
+			}
+			state(backend.Running, reason)
+		}
+	case events.ActionKill:
+		in.signal = attrs["signal"]
+	case events.ActionOOM:
+		in.oom = true
+	case events.ActionPause:
+		in.paused = true
+		if !in.ended && !in.restarting {
+			state(backend.Running, "Paused")
+		}
+	case events.ActionUnPause:
+		in.paused = false
+		if !in.ended && !in.restarting {
+			state(backend.Running, "Unpaused")
+		}
+	case events.ActionDie:
+		in.running, in.paused = false, false
+		in.dies++
+		if in.restarting || in.ended {
+			break
+		}
+		in.ended = true
+		code, _ := strconv.Atoi(attrs["exitCode"])
+		s, reason := endState(code, in.killed, in.oom, in.signal)
+		state(s, reason)
+		report = append(report, func() { close(in.done) })
+	case events.ActionDestroy:
+		if !in.ended {
+			in.ended = true
+			state(backend.Failed, "Removed")
+			report = append(report, func() { close(in.done) })
+		}
+	}
+	close(in.changed)
+	in.changed = make(chan struct{})
+	in.mu.Unlock()
+	for _, f := range report {
+		f()
+	}
+}
+
+// endState turns how a container ended into a state and reason.
+func endState(code int, killed, oom bool, signal string) (backend.State, string) {
+	switch {
+	case oom:
+		return backend.Failed, "OOMKilled"
+	case killed:
+		return backend.Failed, "Killed(SIGKILL)"
+	case code == 0:
+		return backend.Succeeded, "ExitCode0"
+	}
+	if n := signalNumber(signal); n > 0 && code == 128+n {
+		return backend.Failed, "Killed(" + signalName(n) + ")"
+	}
+	return backend.Failed, "ExitCode" + strconv.Itoa(code)
+}
+
+func signalNumber(s string) int {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n
+	}
+	switch strings.TrimPrefix(strings.ToUpper(s), "SIG") {
+	case "KILL":
+		return 9
+	case "TERM":
+		return 15
+	case "INT":
+		return 2
+	case "HUP":
+		return 1
+	case "QUIT":
+		return 3
+	}
+	return 0
+}
+
+func signalName(n int) string {
+	switch n {
+	case 9:
+		return "SIGKILL"
+	case 15:
+		return "SIGTERM"
+	case 2:
+		return "SIGINT"
+	case 1:
+		return "SIGHUP"
+	case 3:
+		return "SIGQUIT"
+	}
+	return strconv.Itoa(n)
+}
+
+// waitUntil returns once cond holds (checked under the lock after every
+// event) or ctx ends.
+func (in *instance) waitUntil(ctx context.Context, what string, cond func() bool) error {
+	for {
+		in.mu.Lock()
+		ok := cond()
+		ch := in.changed
+		in.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("instance %s: waiting for %s: %w", in.spec.Name, what, ctx.Err())
+		}
+	}
+}
+
+// Kill kills the container at once; the instance ends Failed with reason
+// Killed(SIGKILL) and the wrapper records no exit code.
+func (in *instance) Kill(ctx context.Context) error {
+	in.mu.Lock()
+	if in.ended {
+		in.mu.Unlock()
+		return nil
+	}
+	in.killed = true
+	restarting, id := in.restarting, in.id
+	in.mu.Unlock()
+	if !restarting {
+		// Killing a paused container works: the engine thaws it.
+		if err := in.b.g.kill(ctx, id, "SIGKILL"); err != nil && !isNotRunning(err) {
+			return err
+		}
+	}
+	// While a restart holds the container down, the restart sees killed
+	// and ends the instance instead of starting it again.
+	select {
+	case <-in.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("instance %s: waiting for it to end: %w", in.spec.Name, ctx.Err())
+	}
+}
+
+// Restart stops the container (SIGTERM and Grace, or SIGKILL), keeps it down
+// for Hold, and starts the same container again: same id, same output.
+// The instance is Pending while it is down and Running once started again.
+func (in *instance) Restart(ctx context.Context, r backend.Restart) error {
+	in.mu.Lock()
+	if in.ended {
+		in.mu.Unlock()
+		return fmt.Errorf("instance %s has already ended", in.spec.Name)
+	}
+	if in.restarting {
+		in.mu.Unlock()
+		return fmt.Errorf("instance %s is already being restarted", in.spec.Name)
+	}
+	in.restarting = true
+	dies, paused, id := in.dies, in.paused, in.id
+	in.mu.Unlock()
+	reason := "Restarting"
+	if r.Hold > 0 {
+		reason = "Outage"
+	}
+	in.spec.OnState(backend.Pending, reason)
+
+	// finish ends a restart that cannot bring the instance back.
+	finish := func(s backend.State, why string, err error) error {
+		in.mu.Lock()
+		in.restarting = false
+		already := in.ended
+		in.ended = true
+		in.mu.Unlock()
+		if !already {
+			in.spec.OnState(s, why)
+			close(in.done)
+		}
+		return err
+	}
+
+	var err error
+	if r.Graceful {
+		if paused {
+			// A frozen process cannot act on SIGTERM.
+			_ = in.b.g.unpause(ctx, id)
+		}
+		grace := r.Grace
+		if grace <= 0 {
+			grace = 10 * time.Second
+		}
+		err = in.b.g.stop(ctx, id, grace)
+	} else {
+		err = in.b.g.kill(ctx, id, "SIGKILL")
+	}
+	if err != nil && !isNotRunning(err) {
+		return finish(backend.Failed, "RestartFailed", fmt.Errorf("instance %s: stopping: %w", in.spec.Name, err))
+	}
+	if err := in.waitUntil(ctx, "it to stop", func() bool { return in.dies > dies }); err != nil {
+		return finish(backend.Failed, "RestartFailed", err)
+	}
+	if err := sleepCtx(ctx, r.Hold); err != nil {
+		// Bring it back anyway: an outage never leaves an instance down.
+		ctx = context.Background()
+	}
+	in.mu.Lock()
+	killed := in.killed
+	starts := in.starts
+	in.restarting = false
+	in.mu.Unlock()
+	if killed {
+		return finish(backend.Failed, "Killed(SIGKILL)", nil)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := in.b.g.start(sctx, id); err != nil {
+		return finish(backend.Failed, "RestartFailed", fmt.Errorf("instance %s: starting again: %w", in.spec.Name, err))
+	}
+	// Back once the engine says so; a script that ends at once may even
+	// have ended again by then.
+	return in.waitUntil(sctx, "it to start again", func() bool { return in.starts > starts || in.ended })
+}
+
+// Freeze pauses the container (docker pause).
+func (in *instance) Freeze(ctx context.Context) error {
+	in.mu.Lock()
+	ended, id := in.ended, in.id
+	in.mu.Unlock()
+	if ended {
+		return fmt.Errorf("instance %s has already ended", in.spec.Name)
+	}
+	return in.b.g.pause(ctx, id)
+}
+
+// Thaw unpauses the container; one that is not paused is left alone.
+func (in *instance) Thaw(ctx context.Context) error {
+	in.mu.Lock()
+	ended, id := in.ended, in.id
+	in.mu.Unlock()
+	if ended {
+		return nil
+	}
+	return in.b.g.unpause(ctx, id)
+}
+
+// Collect copies /chaos/output out of the container into OutputDir,
+// extracting it safely, and saves the container's log to
+// LogDir/container.log and each sidecar's to LogDir/<role>.log.
+func (in *instance) Collect(ctx context.Context) error {
+	id := in.containerID()
+	var errs []error
+	res, err := in.b.cli.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: ContainerOutput})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("copying %s out: %w", ContainerOutput, err))
+	} else {
+		err := ExtractTar(res.Content, in.spec.OutputDir, filepath.Base(ContainerOutput))
+		res.Content.Close()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := in.b.saveLogs(ctx, id, filepath.Join(in.spec.LogDir, "container.log")); err != nil {
+		errs = append(errs, err)
+	}
+	for _, role := range sortedKeys(in.b.cfg.Roles) {
+		if !in.b.cfg.Roles[role].sidecar() {
+			continue
+		}
+		cs, err := in.b.Containers(ctx, in.spec.Name, role)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, c := range cs {
+			if err := in.b.saveLogs(ctx, c.ID, filepath.Join(in.spec.LogDir, role+".log")); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// saveLogs writes a container's stdout and stderr, demultiplexed in the
+// order they were written, to file.
+func (b *Backend) saveLogs(ctx context.Context, id, file string) error {
+	rc, err := b.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return fmt.Errorf("reading the log of %s: %w", shortID(id), err)
+	}
+	defer rc.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := stdcopy.StdCopy(f, f, rc); err != nil {
+		f.Close()
+		return fmt.Errorf("reading the log of %s: %w", shortID(id), err)
+	}
+	return f.Close()
+}
+
+// Delete kills the instance if it still runs, then removes its container
+// and its sidecars.
+func (in *instance) Delete(ctx context.Context) error {
+	in.mu.Lock()
+	ended := in.ended
+	in.mu.Unlock()
+	var errs []error
+	if !ended {
+		if err := in.Kill(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	cs, err := in.b.list(ctx, map[string]string{LabelInstance: in.spec.Name})
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, c := range cs {
+		if err := in.b.g.remove(ctx, c.ID); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s: %w", c.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
