@@ -1,0 +1,293 @@
+// Package runview reads a run directory into the shapes every way of seeing
+// a run needs: the flow's bars, each operation's band, each instance's
+// state segments, the metrics sources. It reads only the run directory, so
+// reports, shares and exports work on a copy of it anywhere.
+package runview
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// Run is one run directory, read.
+type Run struct {
+	Dir        *rundir.Dir
+	RunID      string
+	Experiment *experiment.Experiment // nil when experiment.yaml does not parse
+	Manifest   *rundir.Manifest       // nil when missing
+	Verdict    *rundir.Verdict        // nil when the run has none (it crashed)
+	Events     []rundir.Event
+	// Start is the wall-clock time of t=0; End is the last event's t.
+	Start time.Time
+	End   float64
+	// Nodes are the flow's nodes as they ran (one bar per start and end).
+	Nodes []Bar
+	// Operations are every application of every operation.
+	Operations []OpRun
+	Instances  []Instance
+	// Sources are the metrics sources recorded under system/metrics.
+	Sources []string
+}
+
+// Bar is one flow node's run.
+type Bar struct {
+	Node, Kind, Label string
+	Start, End        float64
+	OK                bool
+}
+
+// OpRun is one application of an operation.
+type OpRun struct {
+	Name, Uses string
+	Run        int
+	Start, End float64
+	// Targets are the instances or targets it hit.
+	Targets  []string
+	Reverted bool
+	// Open is true when no end was recorded (the run ended first).
+	Open bool
+}
+
+// Segment is a stretch of time an instance spent in one state.
+type Segment struct {
+	State, Reason string
+	Start, End    float64
+}
+
+// Instance is one instance's life.
+type Instance struct {
+	Workload, Name string
+	Index          int
+	Created        float64
+	Segments       []Segment
+	Final          string
+	ExitCode       *int
+	// Faults are the operations that hit this instance.
+	Faults []string
+}
+
+// Load reads the run directory at root.
+func Load(root string) (*Run, error) {
+	d, err := rundir.Open(root)
+	if err != nil {
+		return nil, err
+	}
+	events, err := rundir.ReadTimeline(d.TimelineFile())
+	if err != nil && len(events) == 0 {
+		return nil, err
+	}
+	r := &Run{Dir: d, Events: events, RunID: filepath.Base(root)}
+	if x, ps := experiment.Load(d.ExperimentFile()); x != nil && ps.Err() == nil {
+		r.Experiment = x
+	}
+	var m rundir.Manifest
+	if rundir.ReadJSON(d.ManifestFile(), &m) == nil {
+		r.Manifest = &m
+		if m.RunID != "" {
+			r.RunID = m.RunID
+		}
+	}
+	var v rundir.Verdict
+	if rundir.ReadJSON(d.VerdictFile(), &v) == nil {
+		r.Verdict = &v
+	}
+	if len(events) > 0 {
+		r.Start = events[0].TS.Add(-time.Duration(events[0].T * float64(time.Second)))
+		r.End = events[len(events)-1].T
+	}
+	r.build()
+	files, _ := filepath.Glob(d.Path("system", "metrics", "*.jsonl"))
+	for _, f := range files {
+		r.Sources = append(r.Sources, strings.TrimSuffix(filepath.Base(f), ".jsonl"))
+	}
+	sort.Strings(r.Sources)
+	return r, nil
+}
+
+func (r *Run) build() {
+	nodes := map[string]*Bar{}
+	ops := map[string]*OpRun{}
+	insts := map[string]*Instance{}
+	var order []string
+	inst := func(w, name string) *Instance {
+		if in, ok := insts[name]; ok {
+			return in
+		}
+		_, idx, _ := experiment.SplitInstance(name)
+		in := &Instance{Workload: w, Name: name, Index: idx, Created: -1}
+		insts[name] = in
+		order = append(order, name)
+		return in
+	}
+	for _, e := range r.Events {
+		switch e.Name {
+		case "node.started":
+			b := &Bar{Node: e.String("node"), Kind: e.String("kind"), Label: e.String("name"), Start: e.T, End: -1}
+			r.Nodes = append(r.Nodes, *b)
+			nodes[b.Node] = &r.Nodes[len(r.Nodes)-1]
+		case "node.finished":
+			// Nodes inside a repeat run many times; close the latest open one.
+			for i := len(r.Nodes) - 1; i >= 0; i-- {
+				if r.Nodes[i].Node == e.String("node") && r.Nodes[i].End < 0 {
+					r.Nodes[i].End = e.T
+					ok, _ := e.Get("ok").(bool)
+					r.Nodes[i].OK = ok
+					break
+				}
+			}
+		case "operation.started":
+			op := OpRun{Name: e.String("operation"), Uses: e.String("uses"), Start: e.T, End: -1, Open: true}
+			fmt.Sscan(e.String("run"), &op.Run)
+			if l, ok := e.Get("instances").([]any); ok {
+				for _, x := range l {
+					op.Targets = append(op.Targets, rundir.ValueString(x))
+				}
+			}
+			r.Operations = append(r.Operations, op)
+			ops[op.Name+"#"+e.String("run")] = &r.Operations[len(r.Operations)-1]
+			for _, tgt := range op.Targets {
+				if in, ok := insts[tgt]; ok {
+					in.Faults = append(in.Faults, op.Name)
+				}
+			}
+		case "operation.finished", "operation.reverted":
+			key := e.String("operation") + "#" + e.String("run")
+			op := ops[key]
+			if op == nil {
+				// Reverts at the flow's end carry no run: close the latest.
+				for i := len(r.Operations) - 1; i >= 0; i-- {
+					if r.Operations[i].Name == e.String("operation") && r.Operations[i].Open {
+						op = &r.Operations[i]
+						break
+					}
+				}
+			}
+			if op != nil {
+				op.End, op.Open = e.T, false
+				op.Reverted = op.Reverted || e.Name == "operation.reverted"
+			}
+		case "instance.created":
+			in := inst(e.String("workload"), e.String("instance"))
+			if in.Created < 0 {
+				in.Created = e.T
+			}
+		case "instance.state":
+			in := inst(e.String("workload"), e.String("instance"))
+			if in.Created < 0 {
+				in.Created = e.T
+			}
+			if n := len(in.Segments); n > 0 && in.Segments[n-1].End < 0 {
+				in.Segments[n-1].End = e.T
+			}
+			in.Segments = append(in.Segments, Segment{State: e.String("state"), Reason: e.String("reason"), Start: e.T, End: -1})
+			in.Final = e.String("state")
+		case "instance.collected":
+			in := inst(e.String("workload"), e.String("instance"))
+			if v := e.Get("exit_code"); v != nil {
+				var code int
+				if _, err := fmt.Sscan(rundir.ValueString(v), &code); err == nil {
+					in.ExitCode = &code
+				}
+			}
+		}
+	}
+	for i := range r.Nodes {
+		if r.Nodes[i].End < 0 {
+			r.Nodes[i].End = r.End
+		}
+	}
+	for i := range r.Operations {
+		if r.Operations[i].End < 0 {
+			r.Operations[i].End = r.End
+		}
+	}
+	for _, name := range order {
+		in := insts[name]
+		// A terminal state lasts an instant; anything else runs to the end.
+		for i := range in.Segments {
+			s := &in.Segments[i]
+			if s.End < 0 {
+				if s.State == "Succeeded" || s.State == "Failed" {
+					s.End = s.Start
+				} else {
+					s.End = r.End
+				}
+			}
+		}
+		r.Instances = append(r.Instances, *in)
+	}
+	rank := map[string]int{}
+	if r.Experiment != nil {
+		for i, w := range r.Experiment.Workloads {
+			rank[w.Name] = i
+		}
+	}
+	sort.SliceStable(r.Instances, func(i, j int) bool {
+		a, b := r.Instances[i], r.Instances[j]
+		if rank[a.Workload] != rank[b.Workload] {
+			return rank[a.Workload] < rank[b.Workload]
+		}
+		return a.Index < b.Index
+	})
+}
+
+// Scrapes reads one metrics source.
+func (r *Run) Scrapes(source string) ([]rundir.Scrape, error) {
+	return rundir.ReadScrapes(r.Dir.Path("system", "metrics", source+".jsonl"))
+}
+
+// Types reads a source's family types (name -> type).
+func (r *Run) Types(source string) map[string]string {
+	var raw map[string]struct {
+		Type string `json:"type"`
+		Help string `json:"help"`
+	}
+	out := map[string]string{}
+	if rundir.ReadJSON(r.Dir.Path("system", "metrics", source+".types.json"), &raw) == nil {
+		for k, v := range raw {
+			out[k] = v.Type
+		}
+	}
+	return out
+}
+
+// Title is the experiment's title, or its id.
+func (r *Run) Title() string {
+	if r.Experiment != nil && r.Experiment.Title != "" {
+		return r.Experiment.Title
+	}
+	return r.ExperimentID()
+}
+
+// ExperimentID is the experiment's id.
+func (r *Run) ExperimentID() string {
+	if r.Experiment != nil {
+		return r.Experiment.ID
+	}
+	if r.Manifest != nil {
+		return r.Manifest.Experiment.ID
+	}
+	return filepath.Base(filepath.Dir(r.Dir.Root))
+}
+
+// VerdictText is the verdict, or "no verdict" for a run that never wrote
+// one.
+func (r *Run) VerdictText() string {
+	if r.Verdict == nil {
+		return "no verdict"
+	}
+	return r.Verdict.Verdict
+}
+
+// Exists reports whether a file exists in the run directory.
+func (r *Run) Exists(rel string) bool {
+	_, err := os.Stat(r.Dir.Path(rel))
+	return err == nil
+}
