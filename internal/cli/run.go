@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/manifest"
+	"github.com/chaos-harness/chaos/internal/progress"
 )
 
 func init() { extraCommands = append(extraCommands, newRunCmd) }
@@ -23,6 +25,7 @@ const defaultRunsDir = "runs"
 
 func newRunCmd(s *streams) *cobra.Command {
 	var adapterRef, runsDir, seed, dir, adaptersDir, settle string
+	var plain bool
 	cmd := &cobra.Command{
 		Use:   "run [--adapter ID] [--seed N] [--runs-dir DIR] ID|FILE",
 		Short: "Run an experiment and decide its verdict",
@@ -79,6 +82,13 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				}
 				cfg.Settle = &d
 			}
+			if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !plain {
+				width, _, err := term.GetSize(int(f.Fd()))
+				if err != nil {
+					width = 100
+				}
+				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			out, err := engine.Run(ctx, cfg)
@@ -111,5 +121,6 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 	f.StringVar(&dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
 	f.StringVar(&adaptersDir, "adapters-dir", "", "also look for adapters here")
 	f.StringVar(&settle, "settle", "", "wait this long before adapter checks, instead of the adapter's settle")
+	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
 	return cmd
 }

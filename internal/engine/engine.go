@@ -30,6 +30,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/observe"
 	"github.com/chaos-harness/chaos/internal/otlp"
 	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/progress"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
 	"github.com/chaos-harness/chaos/internal/verdict"
@@ -47,6 +48,8 @@ type Config struct {
 	Settle *time.Duration
 	// Log receives the harness log lines as they happen (the console).
 	Log io.Writer
+	// Progress, when set, shows the run live instead of plain Log lines.
+	Progress *progress.Display
 	// Out receives the check block, the verdict and the run directory.
 	Out io.Writer
 	// Args is the command line, recorded in manifest.json.
@@ -155,13 +158,16 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	} else {
 		e.seed = rand.Uint64() >> 11 // fits a JSON number exactly
 	}
-	if cfg.Log != nil {
+	switch {
+	case cfg.Progress != nil:
+		cfg.Progress.Printf("%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
+		rec.AddSink(cfg.Progress.Event)
+		cfg.Progress.Start(start)
+	case cfg.Log != nil:
+		fmt.Fprintf(cfg.Log, "%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
 		rec.AddSink(func(ev rundir.Event) {
 			fmt.Fprintf(cfg.Log, "%s %s %s\n", rundir.LogTime(ev.TS.Local()), ev.Name, ev.FieldsJSON())
 		})
-	}
-	if cfg.Log != nil {
-		fmt.Fprintf(cfg.Log, "%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
 	}
 	v, err := e.run(ctx)
 	rec.Close()
@@ -300,6 +306,9 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		return nil, err
 	}
 	e.rec.Record("run.finished", rundir.F("verdict", v.Verdict))
+	if e.cfg.Progress != nil {
+		e.cfg.Progress.Stop()
+	}
 	if e.cfg.Out != nil {
 		verdict.Print(e.cfg.Out, v)
 		fmt.Fprintln(e.cfg.Out, e.dir.Root)
