@@ -26,6 +26,7 @@ const defaultRunsDir = "runs"
 func newRunCmd(s *streams) *cobra.Command {
 	var adapterRef, runsDir, seed, dir, adaptersDir, settle string
 	var plain bool
+	var otlpGRPC, otlpHTTP string
 	cmd := &cobra.Command{
 		Use:   "run [--adapter ID] [--seed N] [--runs-dir DIR] ID|FILE",
 		Short: "Run an experiment and decide its verdict",
@@ -60,7 +61,7 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				printProblems(s.err, "", aps)
 				return withCode(ExitError, "")
 			}
-			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Out: s.out, Args: os.Args[1:]}
+			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Out: s.out, Args: os.Args[1:], OTLPGRPC: otlpGRPC, OTLPHTTP: otlpHTTP}
 			cfg.RunsDir = runsDir
 			if cfg.RunsDir == "" {
 				cfg.RunsDir = os.Getenv("CHAOS_RUNS_DIR")
@@ -121,6 +122,8 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 	f.StringVar(&dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
 	f.StringVar(&adaptersDir, "adapters-dir", "", "also look for adapters here")
 	f.StringVar(&settle, "settle", "", "wait this long before adapter checks, instead of the adapter's settle")
+	f.StringVar(&otlpGRPC, "otlp-grpc", "", "run the built-in OTLP receiver with gRPC on this address (e.g. 127.0.0.1:4317; off disables)")
+	f.StringVar(&otlpHTTP, "otlp-http", "", "run the built-in OTLP receiver with HTTP on this address (e.g. 127.0.0.1:4318; off disables)")
 	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
 	return cmd
 }

@@ -76,8 +76,11 @@ flow:
 func TestMetricCheckReadsRecordedScrapes(t *testing.T) {
 	var ready atomic.Int32
 	ready.Store(1)
+	// A test server of our own that speaks OpenMetrics, with a histogram.
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/openmetrics-text; version=1.0.0; charset=utf-8")
 		fmt.Fprintf(w, "# TYPE db_ready gauge\ndb_ready{probe=\"readiness\"} %d\ndb_ready{probe=\"liveness\"} 1\n", ready.Load())
+		fmt.Fprint(w, "# TYPE rpc_seconds histogram\nrpc_seconds_bucket{le=\"0.1\"} 3\nrpc_seconds_bucket{le=\"+Inf\"} 5\nrpc_seconds_sum 1.5\nrpc_seconds_count 5\n# EOF\n")
 	}))
 	defer srv.Close()
 	adapterSrc := `apiVersion: chaos/v1alpha1
@@ -96,6 +99,7 @@ flow: w
 checks:
   - {name: db-healthy, kind: metric, family: db_ready, labels: {probe: readiness}, op: "==", value: ` + want + `}
   - {name: always-live, kind: metric, family: db_ready, labels: {probe: /live.*/}, scrapes: all, op: ">=", value: 1}
+  - {name: rpcs-counted, kind: metric, family: rpc_seconds, field: count, op: "==", value: 5}
 `
 	}
 	out, _ := runWith(t, adapterSrc, x("1"))
@@ -142,5 +146,65 @@ flow:
 	// The delay is 100 ms; the harness adds no sampling delay on top.
 	if lag := s[0].T - m[0].T; lag < 0.099 || lag > 0.2 {
 		t.Fatalf("operation started %.3fs after the signal, want 0.1s plus a few ms", lag)
+	}
+}
+
+func TestCrashLoopOnInstances(t *testing.T) {
+	out, events := runOnce(t, `apiVersion: chaos/v1alpha1
+id: crashloop
+workloads:
+  - name: w
+    run: sleep 2
+    checks:
+      - {name: four-starts, kind: shell, run: 'test "$(wc -l < .chaos/attempts)" -eq 4'}
+operations:
+  - {name: loop, uses: crash-loop, target: {workload: w}}
+flow:
+  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, loop]}]
+`, nil)
+	kills := find(events, "crash-loop.kill")
+	if len(kills) != 3 || out.Verdict.Verdict != rundir.VerdictPass {
+		t.Fatalf("%d crash-loop kills, verdict %s %+v", len(kills), out.Verdict.Verdict, out.Verdict.Checks)
+	}
+}
+
+func TestCrashLoopOnATarget(t *testing.T) {
+	out, events := runWith(t, `apiVersion: chaos/v1alpha1
+id: looped
+backend: process
+targets:
+  server:
+    type: process
+    lifecycle: run
+    pid-file: $CHAOS_RUN_DIR/server.pid
+    # Up at once, healthy only after 300 ms: the window the loop aims at.
+    start: |
+      setsid sh -c 'sleep 0.3; touch "$CHAOS_RUN_DIR/ready.$$"; exec sleep 600' </dev/null >/dev/null 2>&1 &
+      echo $! > "$CHAOS_RUN_DIR/server.pid"
+    health: test -e "$CHAOS_RUN_DIR/ready.$(cat "$CHAOS_RUN_DIR/server.pid")"
+`, `apiVersion: chaos/v1alpha1
+id: loop-target
+workloads:
+  - {name: w, run: "true"}
+operations:
+  - {name: loop, uses: crash-loop, target: server}
+flow: {serial: [w, loop]}
+`)
+	kills := find(events, "crash-loop.kill")
+	if len(kills) != 3 {
+		t.Fatalf("%d crash-loop kills: %v (errors %v)", len(kills), kills, out.Verdict.Errors)
+	}
+	pids := map[string]bool{}
+	for i, k := range kills {
+		if want := []string{"first", "recovering", "ready"}[i]; k.String("phase") != want {
+			t.Errorf("kill %d phase %s, want %s", i, k.String("phase"), want)
+		}
+		pids[k.String("pid")] = true
+	}
+	if len(pids) != 3 {
+		t.Errorf("the loop killed %d distinct processes, want 3", len(pids))
+	}
+	if len(find(events, "target.restarted")) != 1 || out.Verdict.Verdict != rundir.VerdictPass {
+		t.Fatalf("verdict %s, errors %v", out.Verdict.Verdict, out.Verdict.Errors)
 	}
 }
