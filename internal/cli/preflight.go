@@ -47,7 +47,7 @@ Exit codes: 0 every check passed (or n/a); 2 a check failed or input is invalid.
 				printProblems(s.err, "", aps)
 				return withCode(ExitError, "")
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			results, na, err := engine.Preflight(ctx, engine.Config{Experiment: x, Adapter: a, Log: s.err})
 			if err != nil {

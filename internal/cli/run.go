@@ -90,7 +90,7 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				}
 				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			out, err := engine.Run(ctx, cfg)
 			if err != nil {

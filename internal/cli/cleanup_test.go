@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/proc"
+)
+
+// startMarked starts a sleeping process that looks like one a run started.
+func startMarked(t *testing.T, runID string, harnessPid int) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.Env = append(os.Environ(), "CHAOS_RUN_ID="+runID, fmt.Sprintf("%s=%d-1", proc.InstanceEnv, harnessPid))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+func deadPid(t *testing.T) int {
+	c := exec.Command("true")
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return c.Process.Pid
+}
+
+func alive(c *exec.Cmd) bool {
+	st, err := proc.State(c.Process.Pid)
+	return err == nil && st != 'Z'
+}
+
+func TestCleanupRemovesOnlyLeftovers(t *testing.T) {
+	orphan := startMarked(t, "20990101T000000Z-dead", deadPid(t))
+	live := startMarked(t, "20990101T000000Z-live", os.Getpid())
+	other := startMarked(t, "20990101T000000Z-othr", deadPid(t))
+	time.Sleep(100 * time.Millisecond)
+
+	var out, errb bytes.Buffer
+	if code := Main([]string{"cleanup", "--dry-run", "20990101T000000Z-dead"}, nil, &out, &errb); code != 0 || !alive(orphan) {
+		t.Fatalf("dry run: exit %d, orphan alive %v: %s%s", code, alive(orphan), out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("would kill pid %d", orphan.Process.Pid)) {
+		t.Fatalf("dry run output:\n%s", out.String())
+	}
+	out.Reset()
+	if code := Main([]string{"cleanup", "20990101T000000Z-dead"}, nil, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	time.Sleep(100 * time.Millisecond)
+	if alive(orphan) || !alive(live) || !alive(other) {
+		t.Fatalf("after cleanup of one run: orphan alive %v, live %v, other run %v", alive(orphan), alive(live), alive(other))
+	}
+	// With no argument: every run whose harness is gone, never a live one.
+	out.Reset()
+	Main([]string{"cleanup"}, nil, &out, &errb)
+	time.Sleep(100 * time.Millisecond)
+	if alive(other) || !alive(live) {
+		t.Fatalf("after cleanup of all: other run alive %v, live run alive %v\n%s", alive(other), alive(live), out.String())
+	}
+}
