@@ -68,3 +68,19 @@ func TestCleanupRemovesOnlyLeftovers(t *testing.T) {
 		t.Fatalf("after cleanup of all: other run alive %v, live run alive %v\n%s", alive(other), alive(live), out.String())
 	}
 }
+
+func TestProvisionRunsTheHook(t *testing.T) {
+	dir := t.TempDir()
+	f := dir + "/p.yaml"
+	os.WriteFile(f, []byte("apiVersion: chaos/v1alpha1\nid: p\nbackend: process\nenv: {WHERE: there}\nprovision: echo provisioned $CHAOS_ADAPTER $WHERE\ndeprovision: exit 4\n"), 0o644)
+	var out, errb bytes.Buffer
+	if code := Main([]string{"provision", f}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "provisioned p there") {
+		t.Fatalf("provision: exit %d: %q %q", code, out.String(), errb.String())
+	}
+	if code := Main([]string{"deprovision", f}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "deprovision hook of p exited 4") {
+		t.Fatalf("deprovision: exit %d: %q", code, errb.String())
+	}
+	if code := Main([]string{"provision", "local"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "has no provision hook") {
+		t.Fatalf("local has no provision hook: exit %d: %q", code, errb.String())
+	}
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chaos-harness/chaos/internal/shell"
+)
+
+func init() {
+	extraCommands = append(extraCommands,
+		func(s *streams) *cobra.Command { return newProvisionCmd(s, "provision") },
+		func(s *streams) *cobra.Command { return newProvisionCmd(s, "deprovision") },
+	)
+}
+
+// newProvisionCmd runs an adapter's provision or deprovision hook. chaos run
+// never provisions: creating a system is a separate, deliberate step.
+func newProvisionCmd(s *streams, which string) *cobra.Command {
+	var adaptersDir string
+	var timeout time.Duration
+	short := "Create the system an adapter tests, with its provision hook"
+	if which == "deprovision" {
+		short = "Tear down what provision created, with the adapter's deprovision hook"
+	}
+	cmd := &cobra.Command{
+		Use:   which + " ADAPTER",
+		Short: short,
+		Long: short + `.
+
+The hook runs in the current directory with the adapter's env, CHAOS_ADAPTER
+and CHAOS_ADAPTER_DIR; what it prints goes to the terminal. chaos run never
+provisions anything: run preflight afterwards to check the system is ready.
+Exit codes: 0 the hook succeeded; 2 it failed or the adapter has no such hook.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, ps := resolverFor("", adaptersDir).Resolve(args[0])
+			if ps.Err() != nil {
+				printProblems(s.err, "", ps)
+				return withCode(ExitError, "")
+			}
+			script := a.Provision
+			if which == "deprovision" {
+				script = a.Deprovision
+			}
+			if script == "" {
+				return withCode(ExitError, fmt.Sprintf("adapter %s has no %s hook", a.ID, which))
+			}
+			dir := ""
+			if !a.Builtin {
+				dir, _ = filepath.Abs(filepath.Dir(a.File))
+			}
+			env := os.Environ()
+			for k, v := range a.Env {
+				env = append(env, k+"="+v)
+			}
+			env = append(env, "CHAOS_ADAPTER="+a.ID, "CHAOS_ADAPTER_DIR="+dir)
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			defer stop()
+			res, err := shell.Runner{}.Run(ctx, shell.Spec{Name: a.ID + " " + which + " hook", Script: script, Env: env, Timeout: timeout, Log: s.out})
+			if err != nil {
+				return withCode(ExitError, err.Error())
+			}
+			if !res.OK() {
+				return withCode(ExitError, fmt.Sprintf("%s hook of %s %s", which, a.ID, res.Describe(timeout)))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&adaptersDir, "adapters-dir", "", "also look for adapters here")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Hour, "give up on the hook after this long")
+	return cmd
+}
