@@ -112,6 +112,8 @@ type Backend struct {
 	seen      map[string]bool // container ids whose destroy event arrived
 	seenCh    chan struct{}   // closed and replaced on every event
 
+	closeOnce  sync.Once
+	closeErr   error
 	stop       context.CancelFunc
 	streamDone chan struct{}
 	outMu      sync.Mutex
@@ -182,6 +184,11 @@ func (b *Backend) Client() *client.Client { return b.cli }
 // Close removes what is left of this run's containers (unless
 // KeepContainers), stops the event stream and closes the client.
 func (b *Backend) Close() error {
+	b.closeOnce.Do(func() { b.closeErr = b.close() })
+	return b.closeErr
+}
+
+func (b *Backend) close() error {
 	var err error
 	if !b.cfg.KeepContainers {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -284,6 +284,17 @@ func (h *harness) waitAttempts(id string, n int) {
 	}
 }
 
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func readFile(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -404,11 +415,17 @@ func TestKillRestartFreeze(t *testing.T) {
 	if err := in.Thaw(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if c := h.inspect(id); c.State.Paused || !c.State.Running {
-		t.Fatalf("after Thaw: Paused=%v Running=%v", c.State.Paused, c.State.Running)
-	}
+	// The engine's flag follows containerd's events, which may land a few
+	// milliseconds late: wait for it to settle.
+	h.eventually("the engine to report the container unpaused", func() bool {
+		c := h.inspect(id)
+		return !c.State.Paused && c.State.Running
+	})
 
-	// Restart in place: same container, a second attempt.
+	// Restart in place: same container, a second attempt. Each restart
+	// waits for the attempt before it, so no start is killed before its
+	// wrapper has run.
+	h.waitAttempts(id, 1)
 	if err := in.Restart(ctx(t), backend.Restart{}); err != nil {
 		t.Fatal(err)
 	}
@@ -416,6 +433,7 @@ func TestKillRestartFreeze(t *testing.T) {
 		t.Fatal("restart in place changed the container or left it down")
 	}
 	// An outage: held down, then back, still the same container.
+	h.waitAttempts(id, 2)
 	start := time.Now()
 	if err := in.Restart(ctx(t), backend.Restart{Hold: 400 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -427,8 +445,13 @@ func TestKillRestartFreeze(t *testing.T) {
 		t.Fatal("not running after the outage")
 	}
 	// Graceful: the script's TERM trap ends it within the grace.
+	h.waitAttempts(id, 3)
+	gstart := time.Now()
 	if err := in.Restart(ctx(t), backend.Restart{Graceful: true, Grace: 5 * time.Second}); err != nil {
 		t.Fatal(err)
+	}
+	if d := time.Since(gstart); d > 4*time.Second {
+		t.Errorf("a graceful restart of a script that handles SIGTERM took %v", d)
 	}
 	if in.st.count("Pending/Restarting") != 2 || in.st.count("Pending/Outage") != 1 || in.st.count("Running/Restarted") != 3 {
 		t.Errorf("states %v", in.st.list())
@@ -462,9 +485,7 @@ func TestKillRestartFreeze(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(in.spec.OutputDir, ".chaos/exit_code")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a killed instance has an exit code recorded (%v)", err)
 	}
-	if h.inspect(id).State.Paused {
-		t.Error("still paused after Kill")
-	}
+	h.eventually("the engine to report the killed container not paused", func() bool { return !h.inspect(id).State.Paused })
 }
 
 func TestSidecarRole(t *testing.T) {
@@ -696,9 +717,9 @@ func TestCaptureAndCleanup(t *testing.T) {
 }
 
 // Cleanup without a run id removes the containers of runs whose harness is
-// gone, and leaves those of live harnesses.
+// gone, and leaves those of live harnesses. Not parallel: another test's
+// cleanup of dead runs would rightly remove the dead run's container first.
 func TestCleanupDeadRuns(t *testing.T) {
-	t.Parallel()
 	img := needEngine(t)
 	cli, err := Connect()
 	if err != nil {
@@ -771,5 +792,51 @@ func TestCreateMissingImage(t *testing.T) {
 	}
 	if cs, _ := h.b.list(ctx(t), nil); len(cs) != 0 {
 		t.Fatalf("left %+v", cs)
+	}
+}
+
+// Deleting an instance that still runs (an aborted run) kills it first; it
+// ends Failed and nothing of it is left.
+func TestDeleteRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]RoleSpec{"side": {Command: []string{"sleep", "30"}}})
+	in := h.create("run-0", "sleep 30")
+	in.st.waitFor(t, "Running/Started")
+	side, err := h.b.Containers(ctx(t), "run-0", "side")
+	if err != nil || len(side) != 1 {
+		t.Fatalf("sidecar %+v, %v", side, err)
+	}
+	if err := in.Delete(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(in)
+	got := in.st.list()
+	if last := got[len(got)-1]; last != "Failed/Killed(SIGKILL)" {
+		t.Fatalf("states %v", got)
+	}
+	if !h.gone(in.SystemID()) || !h.gone(side[0].ID) {
+		t.Fatal("Delete left containers")
+	}
+}
+
+// Close removes whatever of the run is left, and only that.
+func TestCloseSweeps(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	cli, err := Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	leaked := startForeign(t, cli, h.image, "chaos-"+h.runID+"-left", map[string]string{LabelRun: h.runID})
+	other := startForeign(t, cli, h.image, randomID("foreign"), map[string]string{LabelRun: randomID("other")})
+	if err := h.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.ContainerInspect(ctx(t), leaked, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
+		t.Errorf("Close left this run's container (%v)", err)
+	}
+	if res, err := cli.ContainerInspect(ctx(t), other, client.ContainerInspectOptions{}); err != nil || !res.Container.State.Running {
+		t.Errorf("Close touched another run's container (%v)", err)
 	}
 }

@@ -625,9 +625,13 @@ func (in *instance) Delete(ctx context.Context) error {
 	in.mu.Unlock()
 	var errs []error
 	if !ended {
-		if err := in.Kill(ctx); err != nil {
+		// Bounded: the container is removed below even if its end never
+		// shows on the event stream.
+		kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := in.Kill(kctx); err != nil {
 			errs = append(errs, err)
 		}
+		cancel()
 	}
 	cs, err := in.b.list(ctx, map[string]string{LabelInstance: in.spec.Name})
 	if err != nil {
