@@ -118,7 +118,11 @@ type Role struct {
 	Type        string            `yaml:"type" json:"type" jsonschema:"enum=process,enum=container,enum=pod"`
 	Description string            `yaml:"description" json:"description,omitempty"`
 	Labels      map[string]string `yaml:"labels" json:"labels,omitempty"`
-	Faults      []string          `yaml:"faults" json:"faults,omitempty"`
+	// Image and Run make the role a sidecar the backend starts beside each
+	// instance; without them the role is found by its labels.
+	Image  string   `yaml:"image" json:"image,omitempty" jsonschema_description:"docker: start a sidecar container of this image beside each instance (default: the instance's image when run is set)."`
+	Run    string   `yaml:"run" json:"run,omitempty" jsonschema_description:"docker: the sidecar's shell script (/bin/sh -c)."`
+	Faults []string `yaml:"faults" json:"faults,omitempty"`
 }
 
 // Operation is an adapter's own operation: a hook that makes a change and

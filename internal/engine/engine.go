@@ -22,6 +22,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/docker"
 	"github.com/chaos-harness/chaos/internal/backend/hooks"
 	"github.com/chaos-harness/chaos/internal/backend/local"
 	"github.com/chaos-harness/chaos/internal/binding"
@@ -113,6 +114,8 @@ type engine struct {
 	states   stateHub
 	otlp     *otlp.Receiver
 	otlpOut  *os.File
+	docker   *docker.Backend
+	closers  []func() error
 }
 
 // revert undoes an operation that is still active.
@@ -244,7 +247,12 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	if err := e.openBackend(); err != nil {
 		return nil, err
 	}
-	defer e.be.Close()
+	defer func() {
+		e.be.Close()
+		for _, c := range e.closers {
+			c()
+		}
+	}()
 
 	e.rec.Record("run.started", rundir.F("experiment", x.ID), rundir.F("version", x.Version), rundir.F("seed", e.seed), rundir.F("adapter", a.ID), rundir.F("run_id", e.runID))
 
@@ -272,7 +280,7 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	switch {
 	case !e.startOwnedTargets(flowCtx):
 		skipped = "a target the run owns did not start"
-	case !e.preflight(flowCtx):
+	case !e.dockerPreflight(flowCtx) || !e.preflight(flowCtx):
 		skipped = "preflight failed"
 	case !e.startObservers():
 		skipped = "an observer did not start"
@@ -290,6 +298,7 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		e.rec.Record("run.aborted", rundir.F("signal", e.aborted))
 	}
 
+	e.finishManifest()
 	if err := e.redact.redactTree(e.dir.Root); err != nil {
 		e.errorf("redacting secrets from the run directory: %v", err)
 	}

@@ -12,7 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/docker"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
@@ -27,6 +29,7 @@ type victim struct {
 	id   string // system id or pid
 	inst *instanceHandle
 	tgt  *targetHandle
+	ctr  *docker.Container
 }
 
 // applyOperation applies o once: select, record, act (with jitter), hold
@@ -39,7 +42,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 	e.mu.Unlock()
 	rng := e.rng(o.Name, run)
 
-	victims, scope, err := e.candidates(o)
+	victims, scope, err := e.candidates(ctx, o)
 	if err != nil {
 		return fmt.Errorf("operation %s: %w", o.Name, err)
 	}
@@ -94,15 +97,17 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 }
 
 // candidates lists what an operation's target can hit now.
-func (e *engine) candidates(o *experiment.Operation) ([]victim, string, error) {
+func (e *engine) candidates(ctx context.Context, o *experiment.Operation) ([]victim, string, error) {
 	t := o.Target
 	switch {
 	case t == nil:
 		return nil, "system", nil
+	case t.Name != "" && e.a.Target(t.Name).Type == adapter.TypeContainer:
+		return e.containerVictims(ctx, t)
 	case t.Name != "":
 		th := e.targets[t.Name]
 		if th == nil {
-			return nil, "", fmt.Errorf("target %s is a %s; this backend acts on process targets only", t.Name, e.a.Target(t.Name).Type)
+			return nil, "", fmt.Errorf("target %s is a %s; this backend cannot act on it", t.Name, e.a.Target(t.Name).Type)
 		}
 		id := ""
 		if pid, err := th.pid(); err == nil {
@@ -110,7 +115,7 @@ func (e *engine) candidates(o *experiment.Operation) ([]victim, string, error) {
 		}
 		return []victim{{name: t.Name, id: id, tgt: th}}, "target", nil
 	case t.Role != "":
-		return nil, "", fmt.Errorf("roles need a backend with roles (docker); %s has none", e.a.Backend)
+		return e.containerVictims(ctx, t)
 	}
 	var out []victim
 	e.reg.mu.Lock()
@@ -210,11 +215,14 @@ func (e *engine) fault(ctx context.Context, o *experiment.Operation, v victim) e
 	if v.tgt != nil {
 		return e.targetFault(ctx, o, v.tgt)
 	}
-	inst := v.inst.inst
 	grace := defaultGrace
 	if o.Grace > 0 {
 		grace = o.Grace.D()
 	}
+	if v.ctr != nil {
+		return e.containerFault(ctx, o, v, backend.Restart{Graceful: true, Grace: grace})
+	}
+	inst := v.inst.inst
 	switch o.Uses {
 	case experiment.FaultKill:
 		return inst.Kill(ctx)
