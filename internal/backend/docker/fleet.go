@@ -513,3 +513,9 @@ func CleanupRuns(ctx context.Context, runID string) (CleanupResult, error) {
 	}
 	return res, errors.Join(errs...)
 }
+
+// Unreachable reports whether err says the Docker engine cannot be
+// reached at all, as on a machine without Docker.
+func Unreachable(err error) bool {
+	return err != nil && (client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon"))
+}

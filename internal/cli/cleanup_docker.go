@@ -1,0 +1,31 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	dockerbe "github.com/chaos-harness/chaos/internal/backend/docker"
+)
+
+func init() { cleanupBackends = append(cleanupBackends, cleanupDocker) }
+
+// cleanupDocker removes containers labelled with a run's id; with no id,
+// those of runs whose harness is provably gone. A dry run only says it
+// would look: containers are listed by the removal itself.
+func cleanupDocker(ctx context.Context, runID string, dryRun bool) ([]string, error) {
+	if dryRun {
+		return nil, nil
+	}
+	res, err := dockerbe.CleanupRuns(ctx, runID)
+	var lines []string
+	for _, r := range res.Removed {
+		lines = append(lines, "removed container "+r)
+	}
+	if err != nil {
+		if dockerbe.Unreachable(err) {
+			return lines, nil // no engine here: nothing of a run can be in it
+		}
+		return lines, fmt.Errorf("docker: %w", err)
+	}
+	return lines, nil
+}
