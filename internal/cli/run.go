@@ -64,10 +64,7 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Out: s.out, Args: os.Args[1:], OTLPGRPC: otlpGRPC, OTLPHTTP: otlpHTTP}
 			cfg.RunsDir = runsDir
 			if cfg.RunsDir == "" {
-				cfg.RunsDir = os.Getenv("CHAOS_RUNS_DIR")
-			}
-			if cfg.RunsDir == "" {
-				cfg.RunsDir = defaultRunsDir
+				cfg.RunsDir = runsDirDefault()
 			}
 			if seed != "" {
 				n, err := strconv.ParseUint(seed, 10, 64)
@@ -126,4 +123,12 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 	f.StringVar(&otlpHTTP, "otlp-http", "", "run the built-in OTLP receiver with HTTP on this address (e.g. 127.0.0.1:4318; off disables)")
 	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
 	return cmd
+}
+
+// runsDirDefault is $CHAOS_RUNS_DIR, else ./runs.
+func runsDirDefault() string {
+	if d := os.Getenv("CHAOS_RUNS_DIR"); d != "" {
+		return d
+	}
+	return defaultRunsDir
 }

@@ -1,0 +1,282 @@
+// Package stats looks across many runs: which experiments pass how often,
+// and how often a flaky check hits, per group (a build, an adapter), with a
+// test of whether two groups really differ. It reads run directories only.
+package stats
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// Entry is one run, as the ledger keeps it.
+type Entry struct {
+	RunID      string            `json:"run_id"`
+	Dir        string            `json:"dir"`
+	Experiment string            `json:"experiment"`
+	Version    int               `json:"version"`
+	SHA256     string            `json:"sha256"`
+	Adapter    string            `json:"adapter"`
+	Verdict    string            `json:"verdict"`
+	Seed       uint64            `json:"seed"`
+	Git        string            `json:"git,omitempty"`
+	Harness    string            `json:"harness,omitempty"`
+	Started    string            `json:"started,omitempty"`
+	Flaky      []rundir.FlakyHit `json:"flaky,omitempty"`
+}
+
+// Read makes the ledger entry of one run directory.
+func Read(root string) (Entry, error) {
+	var v rundir.Verdict
+	if err := rundir.ReadJSON(filepath.Join(root, "verdict.json"), &v); err != nil {
+		return Entry{}, err
+	}
+	e := Entry{RunID: v.RunID, Dir: root, Experiment: v.Experiment.ID, Version: v.Experiment.Version, SHA256: v.Experiment.SHA256, Adapter: v.Adapter.ID, Verdict: v.Verdict, Flaky: v.Flaky}
+	var m rundir.Manifest
+	if rundir.ReadJSON(filepath.Join(root, "manifest.json"), &m) == nil {
+		e.Seed, e.Harness = m.Seed, m.Harness.Version
+		if e.RunID == "" {
+			e.RunID = m.RunID
+		}
+		if !m.Started.IsZero() {
+			e.Started = m.Started.UTC().Format("2006-01-02T15:04:05Z")
+		}
+		if m.Git != nil {
+			e.Git = m.Git.SHA
+			if len(e.Git) > 12 {
+				e.Git = e.Git[:12]
+			}
+			if m.Git.Dirty {
+				e.Git += "+dirty"
+			}
+		}
+	}
+	if e.RunID == "" {
+		e.RunID = filepath.Base(root)
+	}
+	return e, nil
+}
+
+// Collect finds every run directory (one with a verdict.json) under the
+// given paths.
+func Collect(paths []string) ([]Entry, error) {
+	var out []Entry
+	for _, p := range paths {
+		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() {
+				return nil
+			}
+			if d.Name() == "evaluations" || d.Name() == "workloads" || d.Name() == "system" || d.Name() == "logs" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "verdict.json")); err == nil {
+				if e, err := Read(path); err == nil {
+					out = append(out, e)
+				}
+				return filepath.SkipDir
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RunID < out[j].RunID })
+	return out, nil
+}
+
+// GroupKey returns an entry's group for a --by key.
+func GroupKey(e Entry, by string) string {
+	switch by {
+	case "git":
+		if e.Git == "" {
+			return "(no git)"
+		}
+		return e.Git
+	case "adapter":
+		return e.Adapter
+	case "version":
+		return fmt.Sprintf("v%d", e.Version)
+	case "harness":
+		return e.Harness
+	case "experiment-sha":
+		if len(e.SHA256) > 12 {
+			return e.SHA256[:12]
+		}
+		return e.SHA256
+	}
+	return "all"
+}
+
+// Cell is one experiment on one adapter within one group.
+type Cell struct {
+	Experiment, Adapter, Group string
+	Runs                       int
+	Verdicts                   map[string]int
+}
+
+// PassRate is the share of runs that were PASS or XFAIL.
+func (c *Cell) PassRate() float64 {
+	if c.Runs == 0 {
+		return 0
+	}
+	return float64(c.Verdicts[rundir.VerdictPass]+c.Verdicts[rundir.VerdictXFail]) / float64(c.Runs)
+}
+
+// Hits is a flaky check's hit count over its chances in one group.
+type Hits struct {
+	Experiment, Issue, Check, Group string
+	Hit, Of, Runs                   int
+}
+
+// Summary is the result of looking across runs.
+type Summary struct {
+	By    string
+	Cells []*Cell
+	Hits  []*Hits
+	// Compare holds, for each flaky check seen in exactly two groups, the
+	// two-sided Fisher exact test p-value of their hit rates.
+	Compare []Comparison
+}
+
+// Comparison tests whether a flaky check hits at different rates in two
+// groups.
+type Comparison struct {
+	Experiment, Check string
+	A, B              *Hits
+	P                 float64
+}
+
+// Summarize groups entries by experiment, adapter and the --by key.
+func Summarize(entries []Entry, by string) *Summary {
+	s := &Summary{By: by}
+	cells := map[string]*Cell{}
+	hits := map[string]*Hits{}
+	for _, e := range entries {
+		g := GroupKey(e, by)
+		k := e.Experiment + "\x00" + e.Adapter + "\x00" + g
+		c := cells[k]
+		if c == nil {
+			c = &Cell{Experiment: e.Experiment, Adapter: e.Adapter, Group: g, Verdicts: map[string]int{}}
+			cells[k] = c
+			s.Cells = append(s.Cells, c)
+		}
+		c.Runs++
+		c.Verdicts[e.Verdict]++
+		for _, f := range e.Flaky {
+			hk := e.Experiment + "\x00" + f.Check + "\x00" + g
+			h := hits[hk]
+			if h == nil {
+				h = &Hits{Experiment: e.Experiment, Issue: f.Issue, Check: f.Check, Group: g}
+				hits[hk] = h
+				s.Hits = append(s.Hits, h)
+			}
+			h.Hit += len(f.Instances)
+			h.Of += f.Of
+			h.Runs++
+		}
+	}
+	sort.Slice(s.Cells, func(i, j int) bool {
+		a, b := s.Cells[i], s.Cells[j]
+		return a.Experiment+a.Adapter+a.Group < b.Experiment+b.Adapter+b.Group
+	})
+	sort.Slice(s.Hits, func(i, j int) bool {
+		a, b := s.Hits[i], s.Hits[j]
+		return a.Experiment+a.Check+a.Group < b.Experiment+b.Check+b.Group
+	})
+	byCheck := map[string][]*Hits{}
+	var order []string
+	for _, h := range s.Hits {
+		k := h.Experiment + "\x00" + h.Check
+		if byCheck[k] == nil {
+			order = append(order, k)
+		}
+		byCheck[k] = append(byCheck[k], h)
+	}
+	for _, k := range order {
+		if hs := byCheck[k]; len(hs) == 2 {
+			a, b := hs[0], hs[1]
+			s.Compare = append(s.Compare, Comparison{Experiment: a.Experiment, Check: a.Check, A: a, B: b,
+				P: FisherExact(a.Hit, a.Of-a.Hit, b.Hit, b.Of-b.Hit)})
+		}
+	}
+	return s
+}
+
+// FisherExact is the two-sided p-value of Fisher's exact test on the 2×2
+// table [[a, b], [c, d]]: the probability, with the margins fixed, of a
+// table at most as likely as the one seen.
+func FisherExact(a, b, c, d int) float64 {
+	if a < 0 || b < 0 || c < 0 || d < 0 {
+		return math.NaN()
+	}
+	r1, c1, n := a+b, a+c, a+b+c+d
+	if n == 0 {
+		return 1
+	}
+	logp := func(x int) float64 {
+		return lchoose(r1, x) + lchoose(n-r1, c1-x) - lchoose(n, c1)
+	}
+	observed := logp(a)
+	lo, hi := max(0, c1-(n-r1)), min(r1, c1)
+	p := 0.0
+	for x := lo; x <= hi; x++ {
+		if lp := logp(x); lp <= observed+1e-7 {
+			p += math.Exp(lp)
+		}
+	}
+	return math.Min(1, p)
+}
+
+func lchoose(n, k int) float64 {
+	a, _ := math.Lgamma(float64(n + 1))
+	b, _ := math.Lgamma(float64(k + 1))
+	c, _ := math.Lgamma(float64(n - k + 1))
+	return a - b - c
+}
+
+// Print writes the summary as text tables.
+func (s *Summary) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	group := "group (" + s.By + ")"
+	fmt.Fprintf(tw, "experiment\tadapter\t%s\truns\tPASS\tXFAIL\tFAIL\tERROR\tpass rate\n", group)
+	for _, c := range s.Cells {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f%%\n", c.Experiment, c.Adapter, c.Group, c.Runs,
+			c.Verdicts[rundir.VerdictPass], c.Verdicts[rundir.VerdictXFail], c.Verdicts[rundir.VerdictFail], c.Verdicts[rundir.VerdictError], 100*c.PassRate())
+	}
+	tw.Flush()
+	if len(s.Hits) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "flaky check\tissue\t%s\truns\thits\trate\n", group)
+		for _, h := range s.Hits {
+			rate := "-"
+			if h.Of > 0 {
+				rate = fmt.Sprintf("1 in %.0f", float64(h.Of)/math.Max(1, float64(h.Hit)))
+				if h.Hit == 0 {
+					rate = "0"
+				}
+			}
+			fmt.Fprintf(tw, "%s %s\t%s\t%s\t%d\t%d of %d\t%s\n", h.Experiment, h.Check, h.Issue, h.Group, h.Runs, h.Hit, h.Of, rate)
+		}
+		tw.Flush()
+	}
+	for _, c := range s.Compare {
+		verdict := "not a significant difference"
+		if c.P < 0.05 {
+			verdict = "a significant difference (p < 0.05)"
+		}
+		fmt.Fprintf(w, "\n%s %s: %s %d of %d vs %s %d of %d: Fisher's exact test p = %.3g, %s\n",
+			c.Experiment, c.Check, c.A.Group, c.A.Hit, c.A.Of, c.B.Group, c.B.Hit, c.B.Of, c.P, verdict)
+	}
+}
