@@ -85,10 +85,16 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 		}()
 	}
 	wg.Wait()
+	held := o.Uses == experiment.FaultOutage || (o.Uses == experiment.FaultFreeze && o.Duration > 0)
 	if err := errors.Join(errs...); err != nil {
+		// An abort cuts the hold short, but the fault reverts itself
+		// before it returns (a thaw, a restart): say so.
+		if held && ctx.Err() != nil {
+			e.rec.Record("operation.reverted", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run), rundir.F("when", "aborted"))
+		}
 		return fmt.Errorf("operation %s (%s) did not complete: %w", o.Name, o.Uses, err)
 	}
-	if o.Uses == experiment.FaultOutage || (o.Uses == experiment.FaultFreeze && o.Duration > 0) {
+	if held {
 		e.rec.Record("operation.reverted", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run))
 	} else {
 		e.rec.Record("operation.finished", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run))
