@@ -57,6 +57,20 @@ func haveRedis() (bool, error) {
 	return false, nil
 }
 
+// haveTools reports whether every command is on the PATH; like haveRedis,
+// a missing one is an error under CI.
+func haveTools(names ...string) (bool, error) {
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			if os.Getenv("CI") != "" {
+				return false, fmt.Errorf("%s is not installed, and CI is set: scripts/test.sh installs it", n)
+			}
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // TestScripts runs the end-to-end scripts in testdata/script: each one drives
 // the chaos command as a user would and asserts what it prints, its exit
 // code and the run directory it leaves.
@@ -77,6 +91,7 @@ func haveRedis() (bool, error) {
 //	                      to OUT
 //
 // Condition [redis]: redis-server is installed (an error in CI without it).
+// Condition [etcd]: etcd and etcdctl are installed (likewise).
 func TestScripts(t *testing.T) {
 	examples := examplesDir(t)
 	testscript.Run(t, testscript.Params{
@@ -91,6 +106,8 @@ func TestScripts(t *testing.T) {
 			switch cond {
 			case "redis":
 				return haveRedis()
+			case "etcd":
+				return haveTools("etcd", "etcdctl")
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
