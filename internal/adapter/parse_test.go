@@ -550,7 +550,7 @@ func TestResolver(t *testing.T) {
 	if a != nil || len(ps) != 1 {
 		t.Fatalf("Resolve(mien) = %v, %v", a, ps)
 	}
-	want = fmt.Sprintf("no adapter \"mien\": it is not built in and no mien.yaml is in %s, %s, %s; known adapters: mine, not-other, local (did you mean \"mine\"?)",
+	want = fmt.Sprintf("no adapter \"mien\": it is not built in and no mien.yaml is in %s, %s, %s; known adapters: mine, not-other, local, docker (did you mean \"mine\"?)",
 		filepath.Join(dir, "one"), filepath.Join(dir, "two"), filepath.Join(dir, "missing"))
 	if ps[0].Msg != want {
 		t.Errorf("Resolve(mien)\n got  %s\n want %s", ps[0].Msg, want)
@@ -564,7 +564,7 @@ func TestResolver(t *testing.T) {
 		}
 		ids = append(ids, a.ID+"@"+filepath.Base(filepath.Dir(where)))
 	}
-	if got := strings.Join(ids, " "); got != "mine@one not-other@one local@two" {
+	if got := strings.Join(ids, " "); got != "mine@one not-other@one local@two docker@." {
 		t.Errorf("List() = %s", got)
 	}
 }

@@ -30,6 +30,10 @@ type Result struct {
 	Problems manifest.Problems
 	// Reasons say why the experiment is n/a on this adapter.
 	Reasons []string
+	// OnlyMissing is set when every error is a name the adapter lacks (a
+	// target, role, signal, operation or check): the experiment was written
+	// for another adapter.
+	OnlyMissing bool
 }
 
 // Bind checks x against a. x must already be free of errors of its own.
@@ -46,7 +50,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		s, ok := a.Signals[f.Wait.Signal]
 		switch {
 		case !ok:
-			b.d.Problem(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, suggest(f.Wait.Signal, keys(a.Signals)))
+			b.missing(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, suggest(f.Wait.Signal, keys(a.Signals)))
 		case s.Unavailable != "":
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", f.Wait.Signal, a.ID, s.Unavailable))
 		}
@@ -60,7 +64,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		s, ok := a.Signals[t.Signal]
 		switch {
 		case !ok:
-			b.d.Problem(p, "adapter %s declares no signal %q%s", a.ID, t.Signal, suggest(t.Signal, keys(a.Signals)))
+			b.missing(p, "adapter %s declares no signal %q%s", a.ID, t.Signal, suggest(t.Signal, keys(a.Signals)))
 		case s.Unavailable != "":
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", t.Signal, a.ID, s.Unavailable))
 		}
@@ -74,7 +78,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 			if c.Source == "" {
 				field = p
 			}
-			b.d.Problem(field, "%v", err)
+			b.missing(field, "%v", err)
 		}
 	})
 	for i, e := range x.Expectations {
@@ -84,16 +88,16 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 			switch scope {
 			case experiment.ScopeAdapter:
 				if !hasStep(a.Checks, name) {
-					b.d.Problem(p, "adapter %s has no check named %q%s", a.ID, name, suggest(name, stepNames(a.Checks)))
+					b.missing(p, "adapter %s has no check named %q%s", a.ID, name, suggest(name, stepNames(a.Checks)))
 				}
 			case experiment.ScopePreflight:
 				if !hasStep(a.Preflight, name) && !hasStep(x.Preflight, name) {
-					b.d.Problem(p, "neither adapter %s nor the experiment has a preflight check named %q", a.ID, name)
+					b.missing(p, "neither adapter %s nor the experiment has a preflight check named %q", a.ID, name)
 				}
 			}
 		}
 	}
-	r := Result{Status: Valid, Problems: b.d.Problems, Reasons: b.reasons}
+	r := Result{Status: Valid, Problems: b.d.Problems, Reasons: b.reasons, OnlyMissing: b.nMissing > 0 && b.nMissing == countErrors(b.d.Problems)}
 	if b.d.Problems.Err() != nil {
 		r.Status = Invalid
 	} else if len(b.reasons) > 0 {
@@ -103,10 +107,29 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 }
 
 type binder struct {
-	x       *experiment.Experiment
-	a       *adapter.Adapter
-	d       *manifest.Decoder
-	reasons []string
+	x        *experiment.Experiment
+	a        *adapter.Adapter
+	d        *manifest.Decoder
+	reasons  []string
+	nMissing int
+}
+
+// missing records a problem that is only that the adapter lacks something
+// the experiment names: on an adapter the experiment was not written for,
+// that makes it not applicable rather than wrong.
+func (b *binder) missing(path, format string, args ...any) {
+	b.nMissing++
+	b.d.Problem(path, format, args...)
+}
+
+func countErrors(ps manifest.Problems) int {
+	n := 0
+	for _, p := range ps {
+		if !p.Warning {
+			n++
+		}
+	}
+	return n
 }
 
 func (b *binder) na(reason string) {
@@ -123,7 +146,7 @@ func (b *binder) operation(p string, o *experiment.Operation) {
 	if !experiment.IsFault(o.Uses) {
 		op, ok := a.Operations[o.Uses]
 		if !ok {
-			b.d.Problem(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, suggest(o.Uses, append(keys(a.Operations), experiment.Faults...)))
+			b.missing(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, suggest(o.Uses, append(keys(a.Operations), experiment.Faults...)))
 			return
 		}
 		for _, name := range keys(op.Params) {
@@ -155,7 +178,7 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 	case t.Name != "":
 		tg := a.Target(t.Name)
 		if tg == nil {
-			b.d.Problem(p+".target", "adapter %s defines no target %q%s", a.ID, t.Name, suggest(t.Name, a.TargetNames()))
+			b.missing(p+".target", "adapter %s defines no target %q%s", a.ID, t.Name, suggest(t.Name, a.TargetNames()))
 			return
 		}
 		if o.Select != nil && o.Select.Kind == experiment.SelectCount && o.Select.Count > 1 {
@@ -169,7 +192,7 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 	case t.Role != "":
 		r, ok := a.Roles[t.Role]
 		if !ok {
-			b.d.Problem(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, suggest(t.Role, keys(a.Roles)))
+			b.missing(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, suggest(t.Role, keys(a.Roles)))
 			return
 		}
 		if a.Backend != adapter.BackendDocker {

@@ -110,7 +110,7 @@ func TestValidateInvalid(t *testing.T) {
 
 	unknown := filepath.Join(dir, "unknown-adapter.yaml")
 	code, out, _ := chaos(t, "validate", unknown)
-	if code != 2 || !strings.HasPrefix(out, "invalid  unknown-adapter on lcoal\n  "+unknown+`:3:18: default-adapter: no adapter "lcoal": it is not built in`) || !strings.HasSuffix(out, "known adapters: local (did you mean \"local\"?)\n") {
+	if code != 2 || !strings.HasPrefix(out, "invalid  unknown-adapter on lcoal\n  "+unknown+`:3:18: default-adapter: no adapter "lcoal": it is not built in`) || !strings.HasSuffix(out, "known adapters: docker, local (did you mean \"local\"?)\n") {
 		t.Errorf("unknown adapter: exit %d\n%s", code, out)
 	}
 
@@ -139,15 +139,23 @@ func TestValidateAllAdapters(t *testing.T) {
 	wantRun(t, 0, ""+
 		"valid    hello-world on openshell-docker\n"+
 		"valid    hello-world on openshell-kubernetes\n"+
+		"valid    hello-world on docker\n"+
 		"valid    hello-world on local\n", "",
 		"validate", "--all-adapters", hello)
-	wantRun(t, 2, ""+
+	// Across every adapter, one that lacks what the experiment names is one
+	// it was not written for: n/a, with what is missing.
+	wantRun(t, 0, ""+
 		"valid    sandbox-stop-start on openshell-docker\n"+
 		"n/a      sandbox-stop-start on openshell-kubernetes: signal reconcile-sweep is unavailable on openshell-kubernetes: the Kubernetes driver exports no reconcile span\n"+
+		"n/a      sandbox-stop-start on docker: \"openshell-sandbox-restart\" is neither a built-in fault ("+strings.Join(experiment.Faults, ", ")+") nor an operation of adapter docker; adapter docker declares no signal \"reconcile-sweep\"\n"+
+		"n/a      sandbox-stop-start on local: \"openshell-sandbox-restart\" is neither a built-in fault ("+strings.Join(experiment.Faults, ", ")+") nor an operation of adapter local; adapter local declares no signal \"reconcile-sweep\"\n", "",
+		"validate", "--all-adapters", stopStart)
+	// Against one adapter, the same names are errors: typos are caught.
+	wantRun(t, 2, ""+
 		"invalid  sandbox-stop-start on local\n"+
 		"  "+stopStart+`:39:11: operations[0].uses: "openshell-sandbox-restart" is neither a built-in fault (`+strings.Join(experiment.Faults, ", ")+`) nor an operation of adapter local`+"\n"+
 		"  "+stopStart+`:52:32: flow.parallel[1].serial[1].repeat.serial[0].wait.signal: adapter local declares no signal "reconcile-sweep"`+"\n", "",
-		"validate", "--all-adapters", stopStart)
+		"validate", "--adapter", "local", stopStart)
 
 	// Only the adapters in --adapters-dir and the built-ins: a directory
 	// with an adapter that every experiment fits.
@@ -157,8 +165,8 @@ func TestValidateAllAdapters(t *testing.T) {
 		"exp/kill.yaml":      "apiVersion: chaos/v1alpha1\nid: k\nworkloads:\n  - name: w\n    run: sleep 1\noperations:\n  - {name: k, uses: kill, target: {workload: w}}\nflow: {parallel: [w, k]}\n",
 	})
 	wantRun(t, 0, ""+
-		"valid    h on mine\nvalid    h on local\n"+
-		"valid    k on mine\nvalid    k on local\n", "",
+		"valid    h on mine\nvalid    h on docker\nvalid    h on local\n"+
+		"valid    k on mine\nvalid    k on docker\nvalid    k on local\n", "",
 		"validate", "--all-adapters", filepath.Join(dir, "exp/hello.yaml"), filepath.Join(dir, "exp/kill.yaml"))
 }
 
@@ -327,12 +335,13 @@ func TestAdapters(t *testing.T) {
 	want := "" +
 		"openshell-docker     docker     OpenShell on the Docker compute driver (" + docker + ")\n" +
 		"openshell-kubernetes kubernetes OpenShell on Kubernetes (" + kube + ")\n" +
+		"docker               docker     Docker containers (built in)\n" +
 		"local                process    Local processes (built in)\n"
 	if code != 0 || out != want {
 		t.Errorf("adapters: exit %d\n got:\n%s\n want:\n%s", code, out, want)
 	}
 	code, out, _ = chaos(t, "adapters")
-	if code != 0 || out != "local                process    Local processes (built in)\n" {
+	if code != 0 || out != "docker               docker     Docker containers (built in)\nlocal                process    Local processes (built in)\n" {
 		t.Errorf("adapters with none found: exit %d\n%s", code, out)
 	}
 	local, err := os.ReadFile("../adapter/builtin/local.yaml")

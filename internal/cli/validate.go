@@ -116,6 +116,17 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool) bo
 	ok := true
 	for _, a := range adapters {
 		res := binding.Bind(x, a)
+		if all && res.Status == binding.Invalid && res.OnlyMissing {
+			// Across every adapter, one that lacks what the experiment names
+			// is one it was not written for.
+			res.Status = binding.NA
+			for _, p := range res.Problems {
+				if !p.Warning {
+					res.Reasons = append(res.Reasons, p.Msg)
+				}
+			}
+			res.Problems = nil
+		}
 		switch res.Status {
 		case binding.Invalid:
 			ok = false

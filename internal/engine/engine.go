@@ -32,7 +32,9 @@ import (
 	"github.com/chaos-harness/chaos/internal/otlp"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/progress"
+	"github.com/chaos-harness/chaos/internal/report"
 	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/shell"
 	"github.com/chaos-harness/chaos/internal/verdict"
 )
@@ -315,6 +317,12 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		return nil, err
 	}
 	e.rec.Record("run.finished", rundir.F("verdict", v.Verdict))
+	// The report reads the finished run directory, like chaos report does.
+	if rv, err := runview.Load(e.dir.Root); err != nil {
+		e.rec.Logf("report.html not written: %v", err)
+	} else if err := report.WriteFile(rv); err != nil {
+		e.rec.Logf("report.html not written: %v", err)
+	}
 	if e.cfg.Progress != nil {
 		e.cfg.Progress.Stop()
 	}

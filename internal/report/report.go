@@ -1,0 +1,496 @@
+// Package report renders a run directory as report.html: one self-contained
+// page (no network, no fonts, no CDN) with the verdict, a zoomable Gantt
+// timeline of the flow, the operations and every instance's states, a chart
+// of every metric family on the same time axis, the check table, the inputs
+// and links to every log. It reads the run through runview only, so it
+// works on a copy of a run directory anywhere, and it renders on the server
+// side: html/template escapes everything that came from workloads, logs and
+// manifests, and the SVG is drawn in Go. A small inline script adds zoom,
+// pan and a time cursor; without it the page still reads.
+package report
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/runview"
+)
+
+// FileName is the report's name inside the run directory; rundir's
+// ReportFile is its path.
+const FileName = "report.html"
+
+// Geometry shared by the timeline and every chart, in SVG user units. Every
+// SVG has the same width and plot area, so a time reads at the same x in all
+// of them.
+const (
+	svgW  = 1240 // whole width
+	gutL  = 190  // labels left of the plot
+	plotW = 1000 // the plot: the run's whole time span at zoom 1
+	gutR  = svgW - gutL - plotW
+)
+
+// Limits that keep the report small for long runs.
+const (
+	maxSeries  = 10     // series drawn per chart
+	buckets    = 300    // time buckets per series; min and max of each are kept
+	minBuckets = 60     // the fewest buckets, however many series
+	maxPoints  = 240000 // points in all charts together (about 3 MB)
+
+	maxDetail      = 16 << 10  // bytes of a check's detail shown
+	maxDetailShort = 1 << 10   // ... once the details shown reach maxDetails
+	maxDetails     = 1 << 20   // bytes of check details in all
+	tailLines      = 40        // lines of each log shown
+	tailBytes      = 64 << 10  // bytes read from the end of each log
+	maxTail        = 8 << 10   // bytes shown of each log
+	maxTails       = 512 << 10 // bytes of logs shown in all
+	maxInputSize   = 256 << 10
+	maxLineLen     = 2000
+)
+
+//go:embed page.html.tmpl
+var pageTemplate string
+
+var tmpl = template.Must(template.New("report").Parse(pageTemplate))
+
+// WriteFile renders the run's report to RUN/report.html (r.Dir.ReportFile()),
+// atomically: a reader sees the old page or the new one, never half of one.
+func WriteFile(r *runview.Run) error {
+	var buf bytes.Buffer
+	if err := Write(&buf, r); err != nil {
+		return err
+	}
+	return rundir.WriteFileAtomic(r.Dir.ReportFile(), buf.Bytes())
+}
+
+// Write renders the run's report to w.
+func Write(w io.Writer, r *runview.Run) error {
+	p := build(r)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := tmpl.Execute(bw, p); err != nil {
+		return fmt.Errorf("rendering the report: %w", err)
+	}
+	return bw.Flush()
+}
+
+// page is everything the template shows.
+type page struct {
+	Title        string
+	Verdict      string
+	VerdictClass string
+	ExperimentID string
+	Version      string
+	RunID        string
+	Duration     string
+	Started      string
+	Adapter      string
+	Seed         string
+	Replay       string
+	Hypothesis   string
+	Host         string
+	Harness      string
+	Git          string
+	Aborted      bool
+	NA           []string
+	Counts       []count
+
+	// For the script: the time span and t=0 in Unix milliseconds.
+	End     string
+	StartMS string
+	W, L, P int
+
+	Gantt        *gantt
+	Charts       []*chart
+	MissingFocus []string
+	ChartNote    string
+
+	Checks   []checkRow
+	Errors   []string
+	Warnings []string
+	Flaky    []rundir.FlakyHit
+
+	Inputs []input
+	Logs   []logLink
+	Tails  []tail
+}
+
+type count struct {
+	Result string
+	N      int
+}
+
+type checkRow struct {
+	ID, Result, Issue, Kind, Detail string
+}
+
+type input struct {
+	Name, Href, Text, Note string
+}
+
+type logLink struct {
+	Href, Name, Size string
+}
+
+type tail struct {
+	Name, Href, Size, Text string
+	Lines                  int
+}
+
+func build(r *runview.Run) *page {
+	p := &page{
+		Title:        r.Title(),
+		Verdict:      r.VerdictText(),
+		ExperimentID: r.ExperimentID(),
+		RunID:        r.RunID,
+		W:            svgW, L: gutL, P: plotW,
+	}
+	p.VerdictClass = "v-" + verdictClass(p.Verdict)
+	span := timeSpan(r)
+	p.End = num(span, 3)
+	p.StartMS = "0" // unknown: the script shows no wall-clock times
+	if !r.Start.IsZero() {
+		p.StartMS = strconv.FormatInt(r.Start.UnixMilli(), 10)
+	}
+	p.Duration = duration(r.End)
+	if !r.Start.IsZero() {
+		p.Started = r.Start.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	if x := r.Experiment; x != nil {
+		if x.Version != 0 {
+			p.Version = strconv.Itoa(x.Version)
+		}
+		p.Hypothesis = strings.TrimSpace(x.Hypothesis)
+	}
+	if m := r.Manifest; m != nil {
+		if p.Version == "" && m.Experiment.Version != 0 {
+			p.Version = strconv.Itoa(m.Experiment.Version)
+		}
+		p.Adapter = m.Adapter.ID
+		if m.Adapter.Backend != "" {
+			p.Adapter += " (" + m.Adapter.Backend + " backend)"
+		}
+		p.Seed = strconv.FormatUint(m.Seed, 10)
+		p.Replay = m.Replay
+		if m.Host.Name != "" {
+			p.Host = fmt.Sprintf("%s (%s/%s, %d CPUs)", m.Host.Name, m.Host.OS, m.Host.Arch, m.Host.CPUs)
+		}
+		if m.Harness.Version != "" {
+			p.Harness = strings.TrimSpace(m.Harness.Version + " " + m.Harness.Go)
+		}
+		if m.Git != nil && m.Git.SHA != "" {
+			p.Git = m.Git.SHA
+			if len(p.Git) > 12 {
+				p.Git = p.Git[:12]
+			}
+			if m.Git.Dirty {
+				p.Git += " (dirty)"
+			}
+		}
+	}
+	if p.Adapter == "" {
+		for i := range r.Events {
+			if r.Events[i].Name == "run.started" {
+				p.Adapter = r.Events[i].String("adapter")
+				if p.Seed == "" {
+					p.Seed = r.Events[i].String("seed")
+				}
+				break
+			}
+		}
+	}
+	if v := r.Verdict; v != nil {
+		if p.Adapter == "" {
+			p.Adapter = v.Adapter.ID
+		}
+		p.Aborted = v.Aborted
+		p.NA = v.NA
+		p.Errors = v.Errors
+		p.Warnings = v.Warnings
+		p.Flaky = v.Flaky
+		for _, k := range []string{rundir.ResultOK, rundir.ResultFail, rundir.ResultXFail, rundir.ResultXPass, rundir.ResultError} {
+			if n := v.Counts[k]; n > 0 {
+				p.Counts = append(p.Counts, count{k, n})
+			}
+		}
+		shown := 0
+		for _, c := range v.Checks {
+			limit := maxDetail
+			if shown >= maxDetails {
+				limit = maxDetailShort
+			}
+			row := checkRow{ID: c.ID, Result: c.Result, Detail: clip(c.Detail, limit)}
+			shown += len(row.Detail)
+			if c.Expectation != nil {
+				row.Issue, row.Kind = c.Expectation.Issue, c.Expectation.Kind
+			}
+			p.Checks = append(p.Checks, row)
+		}
+	} else {
+		// A run without a verdict crashed: its harness errors are in the
+		// timeline.
+		for i := range r.Events {
+			if r.Events[i].Name == "run.error" {
+				p.Errors = append(p.Errors, r.Events[i].String("error"))
+			}
+		}
+	}
+	p.Gantt = buildGantt(r, span)
+	p.Charts, p.MissingFocus, p.ChartNote = buildCharts(r, span)
+	p.Inputs = inputs(r)
+	p.Logs = logLinks(r)
+	p.Tails = tails(r)
+	return p
+}
+
+// timeSpan is the time the axis covers: the run's last event, or later when
+// a scrape or an operation ran past it.
+func timeSpan(r *runview.Run) float64 {
+	t := r.End
+	for _, op := range r.Operations {
+		t = math.Max(t, op.End)
+	}
+	for _, in := range r.Instances {
+		for _, s := range in.Segments {
+			t = math.Max(t, s.End)
+		}
+	}
+	if t <= 0 {
+		t = 1
+	}
+	return t
+}
+
+func verdictClass(v string) string {
+	switch v {
+	case rundir.VerdictPass, rundir.VerdictXFail, rundir.VerdictFail, rundir.VerdictError:
+		return strings.ToLower(v)
+	case rundir.VerdictNA:
+		return "na"
+	}
+	return "none"
+}
+
+// num formats v with at most dec decimals and no trailing zeros.
+func num(v float64, dec int) string {
+	s := strconv.FormatFloat(v, 'f', dec, 64)
+	if strings.IndexByte(s, '.') >= 0 {
+		s = strings.TrimRight(s, "0")
+		s = strings.TrimSuffix(s, ".")
+	}
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
+
+// duration formats seconds as 33.3s, 1m 50s or 1h 2m 3s.
+func duration(s float64) string {
+	if s < 10 {
+		return num(s, 2) + "s"
+	}
+	if s < 60 {
+		return num(s, 1) + "s"
+	}
+	d := time.Duration(math.Round(s)) * time.Second
+	h, m, sec := int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60
+	if h > 0 {
+		return fmt.Sprintf("%dh %dm %ds", h, m, sec)
+	}
+	return fmt.Sprintf("%dm %ds", m, sec)
+}
+
+// clip cuts text to n bytes (on a rune boundary) and says how much was cut.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n… %d more bytes (see verdict.json)", len(s)-cut)
+}
+
+func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
+
+// href makes a relative link to a file of the run directory, each path
+// segment escaped.
+func href(rel string) string {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return num(float64(n)/(1<<20), 1) + " MB"
+	case n >= 1<<10:
+		return num(float64(n)/(1<<10), 1) + " KB"
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+func inputs(r *runview.Run) []input {
+	var out []input
+	for _, name := range []string{"experiment.yaml", "adapter.yaml"} {
+		in := input{Name: name, Href: href(name)}
+		data, err := readHead(r.Dir.Path(name), maxInputSize)
+		switch {
+		case err != nil:
+			in.Note = "missing"
+		default:
+			in.Text = strings.ToValidUTF8(string(data), "\uFFFD")
+			if fi, err := os.Stat(r.Dir.Path(name)); err == nil && fi.Size() > maxInputSize {
+				in.Note = fmt.Sprintf("first %s of %s shown", size(maxInputSize), size(fi.Size()))
+			}
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+func readHead(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
+}
+
+// logPatterns are the files the report links to, in this order.
+var logPatterns = []string{
+	"verdict.json",
+	"timeline.jsonl",
+	"manifest.json",
+	"experiment.yaml",
+	"adapter.yaml",
+	"logs/*.log",
+	"workloads/*/instances/*/logs/*",
+	"system/watch/*.jsonl",
+	"system/metrics/*.jsonl",
+	"system/metrics/*.types.json",
+	"system/*.json",
+	"system/*.txt",
+	"evaluations/*.json",
+}
+
+func logLinks(r *runview.Run) []logLink {
+	var out []logLink
+	seen := map[string]bool{}
+	for _, pat := range logPatterns {
+		files, _ := filepath.Glob(r.Dir.Path(pat))
+		sort.Strings(files)
+		for _, f := range files {
+			fi, err := os.Stat(f)
+			if err != nil || fi.IsDir() {
+				continue
+			}
+			rel, err := filepath.Rel(r.Dir.Root, f)
+			if err != nil || seen[rel] {
+				continue
+			}
+			seen[rel] = true
+			out = append(out, logLink{Href: href(rel), Name: filepath.ToSlash(rel), Size: size(fi.Size())})
+		}
+	}
+	return out
+}
+
+// tails are the last lines of each instance log and each target or hook
+// log, so a report attached to a bug shows how things ended.
+func tails(r *runview.Run) []tail {
+	var files []string
+	for _, pat := range []string{"workloads/*/instances/*/logs/*", "logs/*.log"} {
+		fs, _ := filepath.Glob(r.Dir.Path(pat))
+		sort.Strings(fs)
+		files = append(files, fs...)
+	}
+	var out []tail
+	shown := 0
+	for _, f := range files {
+		if shown >= maxTails {
+			break // the file list links to the rest
+		}
+		rel, err := filepath.Rel(r.Dir.Root, f)
+		if err != nil {
+			continue
+		}
+		rel = filepath.ToSlash(rel)
+		if rel == "logs/harness.log" {
+			continue // the timeline and the check table show it
+		}
+		fi, err := os.Stat(f)
+		if err != nil || fi.IsDir() || fi.Size() == 0 {
+			continue
+		}
+		lines, err := lastLines(f, fi.Size())
+		if err != nil || len(lines) == 0 {
+			continue
+		}
+		for len(lines) > 1 && textLen(lines) > maxTail {
+			lines = lines[1:]
+		}
+		text := strings.Join(lines, "\n")
+		shown += len(text)
+		out = append(out, tail{Name: rel, Href: href(rel), Size: size(fi.Size()), Text: text, Lines: len(lines)})
+	}
+	return out
+}
+
+func textLen(lines []string) int {
+	n := 0
+	for _, l := range lines {
+		n += len(l) + 1
+	}
+	return n
+}
+
+func lastLines(path string, n int64) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	off := int64(0)
+	if n > tailBytes {
+		off = n - tailBytes
+	}
+	buf := make([]byte, n-off)
+	if _, err := f.ReadAt(buf, off); err != nil && err != io.EOF {
+		return nil, err
+	}
+	text := strings.TrimRight(string(buf), "\n")
+	lines := strings.Split(text, "\n")
+	if off > 0 && len(lines) > 1 {
+		lines = lines[1:] // the first is likely cut
+	}
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	for i, l := range lines {
+		l = strings.ToValidUTF8(strings.TrimRight(l, "\r"), "\uFFFD")
+		if len(l) > maxLineLen {
+			l = l[:maxLineLen] + " …"
+		}
+		lines[i] = strings.ToValidUTF8(l, "")
+	}
+	return lines, nil
+}

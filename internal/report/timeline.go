@@ -1,0 +1,384 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/runview"
+)
+
+// State colours, those of the Gantt charts in bug reports and chaos share.
+const (
+	colRunning   = "#34d399"
+	colPending   = "#fbbf24"
+	colRed       = "#dc2626"
+	colSucceeded = "#047857"
+	colCreated   = "#64748b"
+	colNode      = "#64748b"
+	colOther     = "#94a3b8"
+	colThin      = "#cbd5e1"
+)
+
+// Timeline geometry.
+const (
+	axisH = 26 // tick labels above the rows
+	rowH  = 20
+	barH  = 12
+	thinH = 4
+)
+
+// gantt is the timeline SVG, ready to print.
+type gantt struct {
+	Height, PlotTop int
+	Rows            []grow
+	Bands           []gbar // operations drawn faintly across every row
+	Bars            []gbar
+	Milestones      []gms
+	Ticks           []tick
+}
+
+type grow struct {
+	Y, TextY, LabelX int
+	Label, Title     string
+	Right, RightCls  string
+	Section, Alt     bool
+	Kind             string // "node", "op", "instance"
+}
+
+// gbar is a rectangle in plot units (x: 0..plotW over the run's span).
+type gbar struct {
+	X, W, Y, H   string
+	Fill, Class  string
+	Title, Label string
+}
+
+// gms is a milestone; the script moves it when the axis zooms, so it keeps
+// its shape.
+type gms struct {
+	X, Y, T     string
+	Fill, Title string
+}
+
+type tick struct {
+	X, Label string
+}
+
+// tx maps seconds to plot units.
+func tx(t, span float64) float64 { return t / span * plotW }
+
+func buildGantt(r *runview.Run, span float64) *gantt {
+	g := &gantt{PlotTop: axisH - 4}
+	g.Ticks = ticks(0, span, span)
+	y := axisH
+	alt := false
+	add := func(row grow) int {
+		row.Y = y
+		row.TextY = y + rowH/2 + 4
+		if !row.Section {
+			row.Alt = alt
+			alt = !alt
+		} else {
+			alt = false
+		}
+		if row.LabelX == 0 {
+			row.LabelX = 8
+		}
+		g.Rows = append(g.Rows, row)
+		y += rowH
+		return row.Y
+	}
+	when := func(s, e float64) string {
+		return fmt.Sprintf("%s → %s (%s) · %s → %s UTC", secs(s), secs(e), secs(e-s), r.Start.Add(dur(s)).UTC().Format("15:04:05.000"), r.Start.Add(dur(e)).UTC().Format("15:04:05.000"))
+	}
+	bar := func(y int, s, e float64, fill, class, title string, thin bool) gbar {
+		h, off := barH, (rowH-barH)/2
+		if thin {
+			h, off = thinH, (rowH-thinH)/2
+		}
+		return gbar{
+			X: num(tx(s, span), 2), W: num(math.Max(0, tx(e, span)-tx(s, span)), 2),
+			Y: itoa(y + off), H: itoa(h), Fill: fill, Class: class, Title: title,
+		}
+	}
+	milestone := func(y int, t float64, fill, title string) gms {
+		return gms{X: num(gutL+tx(t, span), 2), Y: itoa(y + rowH/2), T: num(t, 3), Fill: fill, Title: title}
+	}
+
+	// The flow: one row per node (repeats of a node share it) and one per
+	// operation, in the order they first started.
+	type flowRow struct {
+		start float64
+		node  []runview.Bar
+		ops   []runview.OpRun
+	}
+	var rows []*flowRow
+	byNode := map[string]*flowRow{}
+	for _, b := range r.Nodes {
+		if structural(b) || isOperationRef(r, b) {
+			continue
+		}
+		fr := byNode[b.Node]
+		if fr == nil {
+			fr = &flowRow{start: b.Start}
+			byNode[b.Node] = fr
+			rows = append(rows, fr)
+		}
+		fr.node = append(fr.node, b)
+	}
+	byOp := map[string]*flowRow{}
+	for _, op := range r.Operations {
+		fr := byOp[op.Name]
+		if fr == nil {
+			fr = &flowRow{start: op.Start}
+			byOp[op.Name] = fr
+			rows = append(rows, fr)
+		}
+		fr.ops = append(fr.ops, op)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].start < rows[j].start })
+
+	if len(rows) > 0 {
+		add(grow{Section: true, Label: "flow", Title: "flow nodes and operations"})
+	}
+	for _, fr := range rows {
+		if len(fr.node) > 0 {
+			b0 := fr.node[0]
+			label := b0.Label
+			if len(fr.node) > 1 {
+				label += fmt.Sprintf(" ×%d", len(fr.node))
+			}
+			kind := b0.Kind
+			if kind == "" {
+				kind = "node"
+			}
+			ry := add(grow{Kind: "node", Label: label, Title: fmt.Sprintf("%s (%s) at %s, ran %d time(s)", b0.Label, kind, b0.Node, len(fr.node))})
+			for _, b := range fr.node {
+				g.Bars = append(g.Bars, bar(ry, b.Start, b.End, colNode, "node", fmt.Sprintf("%s · %s", b.Label, when(b.Start, b.End)), false))
+			}
+			continue
+		}
+		op0 := fr.ops[0]
+		label := op0.Name
+		if len(fr.ops) > 1 {
+			label += fmt.Sprintf(" ×%d", len(fr.ops))
+		}
+		ry := add(grow{Kind: "op", Label: label, Title: fmt.Sprintf("operation %s (uses %s), applied %d time(s)", op0.Name, op0.Uses, len(fr.ops))})
+		for _, op := range fr.ops {
+			title := opTitle(op) + " · " + when(op.Start, op.End)
+			b := bar(ry, op.Start, op.End, colRed, "op", title, false)
+			b.Label = op.Name
+			g.Bars = append(g.Bars, b)
+		}
+	}
+
+	if len(r.Instances) > 0 {
+		add(grow{Section: true, Label: "instances", Title: "one row per instance, coloured by state"})
+	}
+	for _, in := range r.Instances {
+		title := fmt.Sprintf("%s (workload %s)", in.Name, in.Workload)
+		if in.Created >= 0 {
+			title += " · first seen at " + secs(in.Created)
+		}
+		if in.Final != "" {
+			title += " · last state " + in.Final
+		}
+		right, rightCls := "no exit", "muted"
+		if in.ExitCode != nil {
+			right = fmt.Sprintf("exit %d", *in.ExitCode)
+			rightCls = "ok"
+			if *in.ExitCode != 0 {
+				rightCls = "bad"
+			}
+			title += " · " + right
+		} else {
+			title += " · no exit code recorded"
+		}
+		if len(in.Faults) > 0 {
+			title += " · hit by " + strings.Join(uniq(in.Faults), ", ")
+		}
+		ry := add(grow{Kind: "instance", Label: in.Name, Title: title, Right: right, RightCls: rightCls})
+		for _, s := range mergeSegments(in.Segments) {
+			tip := in.Name + " · " + s.State
+			if s.Reason != "" {
+				tip += " (" + s.Reason + ")"
+			}
+			tip += " · " + when(s.Start, s.End)
+			switch s.State {
+			case "Running":
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colRunning, "st", tip, false))
+			case "Pending":
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colPending, "st", tip, false))
+			case "Unknown":
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colRed, "st", tip, false))
+			case "Failed":
+				if s.End > s.Start {
+					g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colRed, "st", tip, false))
+				}
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colRed, tip))
+			case "Succeeded":
+				if s.End > s.Start {
+					g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colSucceeded, "st", tip, true))
+				}
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colSucceeded, tip))
+			case "Created":
+				if s.End > s.Start {
+					g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colThin, "st", tip, true))
+				}
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colCreated, tip))
+			default:
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colOther, "st", tip, false))
+			}
+		}
+	}
+	g.Height = y + 6
+	// Operations, faintly, across every row.
+	for _, op := range r.Operations {
+		g.Bands = append(g.Bands, gbar{
+			X: num(tx(op.Start, span), 2), W: num(math.Max(0, tx(op.End, span)-tx(op.Start, span)), 2),
+			Y: itoa(axisH), H: itoa(y - axisH), Title: opTitle(op),
+		})
+	}
+	return g
+}
+
+// structural nodes (serial, parallel) only group others; their bars would
+// span everything and say nothing.
+func structural(b runview.Bar) bool {
+	k := b.Kind
+	if k == "" {
+		k = b.Label
+	}
+	return k == "serial" || k == "parallel"
+}
+
+// isOperationRef is a flow step that applies an operation: the operation's
+// own row shows it.
+func isOperationRef(r *runview.Run, b runview.Bar) bool {
+	if b.Kind != "" && b.Kind != "ref" {
+		return false
+	}
+	if r.Experiment != nil {
+		return r.Experiment.Operation(b.Label) != nil
+	}
+	for _, op := range r.Operations {
+		if op.Name == b.Label {
+			return true
+		}
+	}
+	return false
+}
+
+func opTitle(op runview.OpRun) string {
+	s := fmt.Sprintf("%s run %d", op.Name, op.Run)
+	if op.Uses != "" {
+		s += " (" + op.Uses + ")"
+	}
+	if len(op.Targets) > 0 {
+		s += " on " + strings.Join(op.Targets, ", ")
+	}
+	switch {
+	case op.Open:
+		s += " · still active when the run ended"
+	case op.Reverted:
+		s += " · reverted"
+	}
+	return s
+}
+
+// mergeSegments joins adjacent segments in the same state, keeping every
+// distinct reason.
+func mergeSegments(in []runview.Segment) []runview.Segment {
+	var out []runview.Segment
+	for _, s := range in {
+		if n := len(out); n > 0 && out[n-1].State == s.State && s.Start <= out[n-1].End+1e-9 {
+			last := &out[n-1]
+			last.End = math.Max(last.End, s.End)
+			if s.Reason != "" && !containsReason(last.Reason, s.Reason) {
+				if last.Reason != "" {
+					last.Reason += ", "
+				}
+				last.Reason += s.Reason
+			}
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func containsReason(list, r string) bool {
+	for _, x := range strings.Split(list, ", ") {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+func uniq(l []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range l {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func dur(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func secs(s float64) string { return num(s, 3) + " s" }
+
+func itoa(i int) string { return fmt.Sprint(i) }
+
+// tickSteps are the spacings the time axis picks from; the script has the
+// same list.
+var tickSteps = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400}
+
+// ticks are the time axis labels for the window [a, b] of a run of span
+// seconds, at x positions in SVG units.
+func ticks(a, b, span float64) []tick {
+	w := b - a
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if w/s <= 10 {
+			step = s
+			break
+		}
+	}
+	var out []tick
+	for i := math.Ceil(a/step - 1e-9); ; i++ {
+		t := i * step
+		if t > b+1e-9 {
+			break
+		}
+		out = append(out, tick{X: num(gutL+(t-a)/w*plotW, 2), Label: relTime(t, step, span)})
+	}
+	return out
+}
+
+// relTime prints seconds since the start as mm:ss (h:mm:ss for runs of an
+// hour or more), with decimals when the step is under a second.
+func relTime(t, step, span float64) string {
+	dec := 0
+	for s := step; s < 1-1e-9 && dec < 3; s *= 10 {
+		dec++
+	}
+	p := math.Pow(10, float64(dec))
+	t = math.Round(t*p) / p
+	whole := math.Floor(t + 1e-9)
+	frac := ""
+	if dec > 0 {
+		frac = fmt.Sprintf("%.*f", dec, math.Max(0, t-whole))[1:]
+	}
+	s := int64(whole)
+	if span >= 3600 {
+		return fmt.Sprintf("%d:%02d:%02d%s", s/3600, s/60%60, s%60, frac)
+	}
+	return fmt.Sprintf("%02d:%02d%s", s/60, s%60, frac)
+}
