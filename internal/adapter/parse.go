@@ -97,6 +97,9 @@ func validate(d *manifest.Decoder, a *Adapter) {
 		if t.Type == TypeProcess && t.PidFile == "" {
 			d.Problem(p, "a process target needs pid-file: the file that holds its pid")
 		}
+		if t.Type == TypeContainer && t.Container == "" && len(t.Labels) == 0 {
+			d.Problem(p, "a container target needs container (its name) or labels to find it by")
+		}
 		switch t.Lifecycle {
 		case "", "external":
 		case "run":

@@ -91,6 +91,7 @@ func (e *engine) cleanup(ctx context.Context) {
 		}
 		t.copyLog()
 	}
+	e.stopContainerTargets(ctx)
 	e.captureProcesses()
 }
 

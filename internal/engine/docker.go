@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -216,5 +217,60 @@ func (e *engine) finishManifest() {
 	m.Images = e.docker.ImageDigests()
 	if err := rundir.WriteJSON(e.dir.ManifestFile(), m); err != nil {
 		e.errorf("updating manifest.json: %v", err)
+	}
+}
+
+// startContainerTarget runs a run-owned container target's start hook, then
+// waits until a container of this run matches the target (the hook must
+// label it chaos.run=$CHAOS_RUN_ID: the harness acts on nothing else) and,
+// with a health hook, until it is healthy.
+func (e *engine) startContainerTarget(ctx context.Context, t *targetHandle) error {
+	if e.docker == nil {
+		return errors.New("container targets need the docker backend")
+	}
+	if _, err := t.runHook(ctx, "start", t.spec.Start); err != nil {
+		return err
+	}
+	limit := defaultHealthTimeout
+	if t.spec.HealthTimeout > 0 {
+		limit = t.spec.HealthTimeout.D()
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		cs, err := e.docker.FindTarget(ctx, t.spec.Labels, e.expand(t.spec.Container))
+		if err == nil && len(cs) > 0 && (t.spec.Health == "" || t.healthy(ctx)) {
+			var ids []string
+			for _, c := range cs {
+				ids = append(ids, shortID(c.ID))
+			}
+			e.rec.Record("target.started", rundir.F("target", t.name), rundir.F("ids", ids))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("no container of this run matches it (label it chaos.run=%s)", e.runID)
+			}
+			return fmt.Errorf("target %s not up within %s: %v", t.name, limit, err)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// stopContainerTargets runs the stop hooks of run-owned container targets;
+// without one, the backend removes them with the rest of the run's
+// containers.
+func (e *engine) stopContainerTargets(ctx context.Context) {
+	for _, name := range e.a.TargetNames() {
+		t := e.ctargets[name]
+		if t == nil || t.spec.Lifecycle != "run" || t.spec.Stop == "" {
+			continue
+		}
+		if _, err := t.runHook(ctx, "stop", t.spec.Stop); err != nil {
+			e.errorf("stopping target %s: %v", name, err)
+		} else {
+			e.rec.Record("target.stopped", rundir.F("target", name))
+		}
 	}
 }

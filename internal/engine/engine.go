@@ -101,6 +101,8 @@ type engine struct {
 	redact *Redactor
 
 	targets map[string]*targetHandle
+	// ctargets are the named container targets.
+	ctargets map[string]*targetHandle
 
 	mu       sync.Mutex
 	errs     []string
@@ -157,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{cfg: cfg, x: x, a: a, dir: dir, rec: rec, runID: runID, targets: map[string]*targetHandle{}, opRuns: map[string]int{}, runSh: map[string][2]string{}}
+	e := &engine{cfg: cfg, x: x, a: a, dir: dir, rec: rec, runID: runID, targets: map[string]*targetHandle{}, ctargets: map[string]*targetHandle{}, opRuns: map[string]int{}, runSh: map[string][2]string{}}
 	if cfg.Seed != nil {
 		e.seed = *cfg.Seed
 	} else {
@@ -274,8 +276,11 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 
 	for _, name := range a.TargetNames() {
 		t := a.Target(name)
-		if t.Type == adapter.TypeProcess {
+		switch t.Type {
+		case adapter.TypeProcess:
 			e.targets[name] = &targetHandle{e: e, name: name, spec: t}
+		case adapter.TypeContainer:
+			e.ctargets[name] = &targetHandle{e: e, name: name, spec: t}
 		}
 	}
 	skipped := ""
@@ -460,6 +465,14 @@ func (e *engine) startOwnedTargets(ctx context.Context) bool {
 			continue
 		}
 		e.rec.Record("target.started", rundir.F("target", name), rundir.F("pid", pid))
+	}
+	for _, name := range e.a.TargetNames() {
+		if t := e.ctargets[name]; t != nil && t.spec.Lifecycle == "run" {
+			if err := e.startContainerTarget(ctx, t); err != nil {
+				e.errorf("starting target %s: %v", name, err)
+				ok = false
+			}
+		}
 	}
 	return ok
 }

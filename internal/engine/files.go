@@ -93,7 +93,9 @@ func NewRedactor(env []string) *Redactor {
 	r := &Redactor{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
-		if IsSecret(k) && len(v) >= 4 {
+		// A path (SSH_AUTH_SOCK, GOOGLE_APPLICATION_CREDENTIALS) names where a
+		// secret is, and replacing it would mangle every path below it.
+		if IsSecret(k) && len(v) >= 6 && !strings.HasPrefix(v, "/") {
 			r.values = append(r.values, v)
 		}
 	}

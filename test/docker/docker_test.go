@@ -299,3 +299,63 @@ flow: w
 		t.Fatalf("%d containers left after cleanup", len(list.Items))
 	}
 }
+
+// TestNamedContainerTarget starts a gateway container through the adapter's
+// start hook (labelled with the run, so the harness may act on it), takes it
+// down for an outage and freezes it; the engine reports each on the same
+// container id, and the run removes it at the end.
+func TestNamedContainerTarget(t *testing.T) {
+	needDocker(t)
+	dir := t.TempDir()
+	adapterFile := filepath.Join(dir, "gw.yaml")
+	os.WriteFile(adapterFile, []byte(`apiVersion: chaos/v1alpha1
+id: docker-gateway
+backend: docker
+instance: {image: "chaos/busybox:latest"}
+targets:
+  gateway:
+    type: container
+    lifecycle: run
+    container: chaos-gw-$CHAOS_RUN_ID
+    start: docker run -d --name "chaos-gw-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" chaos/busybox:latest sleep 600 >/dev/null
+`), 0o644)
+	expFile := filepath.Join(dir, "x.yaml")
+	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+id: docker-gateway-faults
+workloads:
+  - {name: w, run: "sleep 3"}
+operations:
+  - {name: gw-down, uses: outage, target: gateway, duration: 1s}
+  - {name: gw-freeze, uses: freeze, target: gateway, duration: 500ms}
+flow:
+  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, gw-down, gw-freeze]}]
+checks:
+  - {name: outage-reverted, kind: event, event: operation.reverted, where: {operation: gw-down}}
+  - {name: paused, kind: event, event: container.event, where: {action: pause}}
+`), 0o644)
+	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
+	}
+	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	actions := map[string]int{}
+	for _, e := range events {
+		if e.Name == "container.event" && strings.HasPrefix(e.String("container"), "chaos-gw-") {
+			ids[e.String("id")] = true
+			actions[e.String("action")]++
+		}
+	}
+	if len(ids) != 1 || actions["die"] < 1 || actions["start"] < 1 || actions["pause"] != 1 || actions["unpause"] != 1 {
+		t.Fatalf("gateway container events: ids %v, actions %v", ids, actions)
+	}
+	list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("name", "chaos-gw-")})
+	for _, c := range list.Items {
+		if strings.Contains(strings.Join(c.Names, ","), filepath.Base(r.dir)) {
+			t.Fatalf("the gateway container was left behind: %v", c.Names)
+		}
+	}
+}

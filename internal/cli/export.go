@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chaos-harness/chaos/internal/export"
+)
+
+func init() { extraCommands = append(extraCommands, newExportCmd) }
+
+func newExportCmd(s *streams) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "export RUN... [-o FILE]",
+		Short: "Write the metrics runs recorded as OpenMetrics text, for Prometheus",
+		Long: `Write every successful scrape of every metrics source of the runs as
+OpenMetrics text, each sample with its scrape's timestamp and the labels
+chaos_run, chaos_experiment and chaos_source. Families are merged across
+runs, and the text ends with "# EOF". Failed scrapes are skipped.
+
+Load it into a Prometheus data directory with
+
+  promtool tsdb create-blocks-from openmetrics FILE DATA_DIR
+
+and point Prometheus (and chaos dashboard's Grafana dashboard) at it.
+
+The text goes to standard output, or to FILE with -o; a summary goes to
+standard error.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			runs, err := viewLoadRuns(args)
+			if err != nil {
+				return err
+			}
+			var b bytes.Buffer
+			rep, err := export.OpenMetrics(&b, runs)
+			if err != nil {
+				return withCode(ExitError, fmt.Sprintf("exporting: %v", err))
+			}
+			for _, w := range rep.Warnings {
+				fmt.Fprintf(s.err, "warning: %s\n", w)
+			}
+			if err := viewWrite(s, out, b.Bytes(), "OpenMetrics text"); err != nil {
+				return err
+			}
+			fmt.Fprintf(s.err, "exported %s of %s in %s from %s (%s skipped)\n",
+				exportCount(rep.Samples, "sample"), exportCount(rep.Series, "series"), exportCount(rep.Families, "family"),
+				exportCount(rep.Runs, "run"), exportCount(rep.FailedScrapes, "failed scrape"))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to `FILE` instead of standard output")
+	return cmd
+}
+
+// exportCount says "1 run", "2 runs", "3 series", "2 families".
+func exportCount(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	switch {
+	case strings.HasSuffix(noun, "series"):
+	case strings.HasSuffix(noun, "y"):
+		noun = strings.TrimSuffix(noun, "y") + "ies"
+	default:
+		noun += "s"
+	}
+	return fmt.Sprintf("%d %s", n, noun)
+}

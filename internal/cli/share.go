@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/runview"
+	"github.com/chaos-harness/chaos/internal/share"
+)
+
+func init() { extraCommands = append(extraCommands, newShareCmd) }
+
+func newShareCmd(s *streams) *cobra.Command {
+	var out string
+	var maxInstances int
+	cmd := &cobra.Command{
+		Use:   "share RUN [--max-instances N] [-o FILE]",
+		Short: "Write a run as a Markdown page with a Mermaid Gantt chart, for GitHub",
+		Long: `Write a Markdown page of a run that renders on GitHub: the experiment's
+title, the verdict, the hypothesis, a Mermaid Gantt chart of the run and the
+check results as a table. It reads only the run directory.
+
+The chart's flow section has a bar for each workload, wait and delay, and
+one for each operation, faults in red; the applications of an operation that
+ran many times (in a repeat) are one bar, "restart ×20", from the first start
+to the last end. Under it, a section per instance shows its states: Running
+green, Pending amber, Unknown red, and milestones for Created, Succeeded and
+Failed. Times are mm:ss from the run's start (HH:mm:ss for runs of an hour
+or more).
+
+When a flaky expectation hit some instances, only those are charted, failed
+ones first. Past --max-instances the other instances are named in a line
+under the chart; instances that failed are always charted.
+
+The page goes to standard output, or to FILE with -o.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if maxInstances < 0 {
+				return withCode(ExitError, fmt.Sprintf("--max-instances %d: want 0 (all) or more", maxInstances))
+			}
+			r, err := viewLoadRun(args[0])
+			if err != nil {
+				return err
+			}
+			page := share.Page(r, share.Options{MaxInstances: maxInstances})
+			return viewWrite(s, out, page, "share page")
+		},
+	}
+	cmd.Flags().IntVar(&maxInstances, "max-instances", share.DefaultMaxInstances, "chart at most N instances (failed ones always; 0 charts all)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write the page to `FILE` instead of standard output")
+	return cmd
+}
+
+// viewLoadRun reads a run directory; a path that is not one is an input error
+// (exit 2).
+func viewLoadRun(path string) (*runview.Run, error) {
+	r, err := runview.Load(path)
+	if err != nil {
+		return nil, withCode(ExitError, err.Error())
+	}
+	return r, nil
+}
+
+// viewLoadRuns reads several run directories.
+func viewLoadRuns(paths []string) ([]*runview.Run, error) {
+	var runs []*runview.Run
+	for _, p := range paths {
+		r, err := viewLoadRun(p)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// viewWrite writes data to standard output, or atomically to file and
+// says so on standard error.
+func viewWrite(s *streams, file string, data []byte, what string) error {
+	if file == "" || file == "-" {
+		_, err := s.out.Write(data)
+		return err
+	}
+	if err := rundir.WriteFileAtomic(file, data); err != nil {
+		return withCode(ExitError, fmt.Sprintf("writing the %s: %v", what, err))
+	}
+	fmt.Fprintf(s.err, "%s written to %s\n", what, file)
+	return nil
+}
