@@ -21,7 +21,7 @@ func init() {
 }
 
 func newEvaluateCmd(s *streams) *cobra.Command {
-	var experimentFile, adapterRef string
+	var experimentFile, adapterRef, junitFile string
 	cmd := &cobra.Command{
 		Use:   "evaluate RUN",
 		Short: "Decide a run's verdict again from its run directory, offline",
@@ -43,15 +43,16 @@ Exit code: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef)
+			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef, junitFile)
 		},
 	}
 	cmd.Flags().StringVar(&experimentFile, "experiment", "", "evaluate with this (newer) experiment file instead of RUN/experiment.yaml; its id must be the run's")
 	cmd.Flags().StringVar(&adapterRef, "adapter", "", "evaluate with this adapter file (or id) instead of RUN/adapter.yaml; its id must be the run's")
+	cmd.Flags().StringVar(&junitFile, "junit", "", "also write the result as JUnit XML to this file")
 	return cmd
 }
 
-func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef string) error {
+func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef, junitFile string) error {
 	d, err := rundir.Open(runPath)
 	if err != nil {
 		return withCode(ExitError, err.Error())
@@ -134,6 +135,11 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		return withCode(ExitError, fmt.Sprintf("writing the evaluation: %v", err))
 	}
 	fmt.Fprintf(s.err, "evaluation written to %s\n", path)
+	if junitFile != "" {
+		if err := writeJUnit(junitFile, d.Root, v); err != nil {
+			return withCode(ExitError, err.Error())
+		}
+	}
 
 	switch rundir.ExitCode(v.Verdict) {
 	case 0:

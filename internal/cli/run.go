@@ -14,8 +14,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/chaos-harness/chaos/internal/engine"
+	"github.com/chaos-harness/chaos/internal/junit"
 	"github.com/chaos-harness/chaos/internal/manifest"
 	"github.com/chaos-harness/chaos/internal/progress"
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/runview"
 )
 
 func init() { extraCommands = append(extraCommands, newRunCmd) }
@@ -26,7 +29,7 @@ const defaultRunsDir = "runs"
 func newRunCmd(s *streams) *cobra.Command {
 	var adapterRef, runsDir, seed, dir, adaptersDir, settle string
 	var plain bool
-	var otlpGRPC, otlpHTTP string
+	var otlpGRPC, otlpHTTP, junitFile string
 	cmd := &cobra.Command{
 		Use:   "run [--adapter ID] [--seed N] [--runs-dir DIR] ID|FILE",
 		Short: "Run an experiment and decide its verdict",
@@ -106,6 +109,11 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				}
 				return nil
 			}
+			if junitFile != "" && out.Verdict != nil {
+				if err := writeJUnit(junitFile, out.Dir.Root, out.Verdict); err != nil {
+					return withCode(ExitError, err.Error())
+				}
+			}
 			if code := out.ExitCode(); code != 0 {
 				return withCode(code, "")
 			}
@@ -121,6 +129,7 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 	f.StringVar(&settle, "settle", "", "wait this long before adapter checks, instead of the adapter's settle")
 	f.StringVar(&otlpGRPC, "otlp-grpc", "", "run the built-in OTLP receiver with gRPC on this address (e.g. 127.0.0.1:4317; off disables)")
 	f.StringVar(&otlpHTTP, "otlp-http", "", "run the built-in OTLP receiver with HTTP on this address (e.g. 127.0.0.1:4318; off disables)")
+	f.StringVar(&junitFile, "junit", "", "also write the checks as JUnit XML to this file, for CI systems")
 	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
 	return cmd
 }
@@ -131,4 +140,17 @@ func runsDirDefault() string {
 		return d
 	}
 	return defaultRunsDir
+}
+
+// writeJUnit writes a verdict as JUnit XML, reading the run for its
+// details.
+func writeJUnit(path, root string, v *rundir.Verdict) error {
+	r, err := runview.Load(root)
+	if err != nil {
+		return fmt.Errorf("reading the run for JUnit: %w", err)
+	}
+	if err := junit.WriteFile(path, v, r); err != nil {
+		return fmt.Errorf("writing JUnit XML to %s: %w", path, err)
+	}
+	return nil
 }
