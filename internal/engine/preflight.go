@@ -60,7 +60,7 @@ func Preflight(ctx context.Context, cfg Config) (results []PreflightResult, na [
 		return nil, nil, err
 	}
 	defer sup.Close()
-	e := &engine{cfg: cfg, x: x, a: a, dir: dir, rec: rec, runID: runID, sup: sup, runner: shell.Runner{Sup: sup}, targets: map[string]*targetHandle{}}
+	e := &engine{cfg: cfg, x: x, a: a, dir: dir, rec: rec, runID: runID, sup: sup, runner: shell.Runner{Sup: sup}, targets: map[string]*targetHandle{}, ctargets: map[string]*targetHandle{}}
 	e.baseEnv = setEnv(mergeEnv(os.Environ(), a.Env, x.Env), "CHAOS_RUN_ID", runID, "CHAOS_RUN_DIR", dir.Root, "CHAOS_EXPERIMENT", x.ID, "CHAOS_ADAPTER", a.ID)
 	e.redact = NewRedactor(e.baseEnv)
 	for _, name := range a.TargetNames() {
@@ -69,6 +69,7 @@ func Preflight(ctx context.Context, cfg Config) (results []PreflightResult, na [
 		}
 	}
 	if e.startOwnedTargets(ctx) {
+		e.dockerPreflight(ctx)
 		e.preflight(ctx)
 	}
 	for _, name := range a.TargetNames() {
