@@ -95,3 +95,22 @@ type Backend interface {
 	Capture(ctx context.Context, systemDir string) error
 	Close() error
 }
+
+// WrapperScript runs a workload's script inside an instance. It appends one
+// line to .chaos/attempts every time it starts and writes the script's exit
+// code to .chaos/exit_code only when the script ends by itself, so a killed
+// instance has no exit code recorded. It is POSIX sh so it runs under
+// busybox too.
+const WrapperScript = `#!/bin/sh
+# Written by chaos: runs the workload's script in the instance's output
+# directory and records each start and the script's exit code.
+out="${CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR:?}"
+mkdir -p "$out/.chaos"
+echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) start" >> "$out/.chaos/attempts"
+rm -f "$out/.chaos/exit_code"
+cd "$out" || exit 125
+/bin/sh "${CHAOS_RUN_SCRIPT:?}"
+code=$?
+echo "$code" > "$out/.chaos/exit_code.tmp" && mv "$out/.chaos/exit_code.tmp" "$out/.chaos/exit_code"
+exit "$code"
+`

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -119,4 +120,47 @@ func resolverFor(experimentFile, adaptersDir string) adapter.Resolver {
 		dirs = append([]string{adaptersDir}, dirs...)
 	}
 	return adapter.Resolver{Dirs: dirs}
+}
+
+// loadPair resolves the experiment named by ref and the adapter to run it
+// on (adapterRef, else its default-adapter), printing any problem; the
+// error carries the exit code.
+func loadPair(s *streams, ref, dir, adapterRef, adaptersDir string) (*experiment.Experiment, *adapter.Adapter, error) {
+	x, ps := resolveExperiment(ref, defaultExperimentsDir(dir))
+	if ps.Err() != nil {
+		printProblems(s.err, "", ps)
+		return nil, nil, withCode(ExitError, "")
+	}
+	if adapterRef == "" {
+		adapterRef = x.DefaultAdapter
+	}
+	if adapterRef == "" {
+		return nil, nil, withCode(ExitError, fmt.Sprintf("%s has no default-adapter: name one with --adapter", x.File))
+	}
+	a, aps := resolverFor(x.File, adaptersDir).Resolve(adapterRef)
+	if aps.Err() != nil {
+		printProblems(s.err, "", aps)
+		return nil, nil, withCode(ExitError, "")
+	}
+	return x, a, nil
+}
+
+// bindFailure turns an engine error into the CLI's: an experiment that does
+// not bind to the adapter prints its problems.
+func bindFailure(s *streams, x *experiment.Experiment, a *adapter.Adapter, err error) error {
+	var probs manifest.Problems
+	if errors.As(err, &probs) {
+		fmt.Fprintf(s.err, "%s cannot run on adapter %s:\n", x.ID, a.ID)
+		printProblems(s.err, "  ", probs)
+		return withCode(ExitError, "")
+	}
+	return withCode(ExitError, err.Error())
+}
+
+// printNA says why an experiment is not applicable to an adapter.
+func printNA(s *streams, x *experiment.Experiment, a *adapter.Adapter, reasons []string) {
+	fmt.Fprintf(s.out, "n/a: %s cannot run on adapter %s:\n", x.ID, a.ID)
+	for _, r := range reasons {
+		fmt.Fprintf(s.out, "  %s\n", r)
+	}
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/engine"
-	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
 func init() { extraCommands = append(extraCommands, newPreflightCmd) }
@@ -30,40 +28,18 @@ is reported n/a and nothing is touched.
 Exit codes: 0 every check passed (or n/a); 2 a check failed or input is invalid.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			x, ps := resolveExperiment(args[0], defaultExperimentsDir(dir))
-			if ps.Err() != nil {
-				printProblems(s.err, "", ps)
-				return withCode(ExitError, "")
-			}
-			ref := adapterRef
-			if ref == "" {
-				ref = x.DefaultAdapter
-			}
-			if ref == "" {
-				return withCode(ExitError, fmt.Sprintf("%s has no default-adapter: name one with --adapter", x.File))
-			}
-			a, aps := resolverFor(x.File, adaptersDir).Resolve(ref)
-			if aps.Err() != nil {
-				printProblems(s.err, "", aps)
-				return withCode(ExitError, "")
+			x, a, err := loadPair(s, args[0], dir, adapterRef, adaptersDir)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 			defer stop()
 			results, na, err := engine.Preflight(ctx, engine.Config{Experiment: x, Adapter: a, Log: s.err})
 			if err != nil {
-				var probs manifest.Problems
-				if errors.As(err, &probs) {
-					fmt.Fprintf(s.err, "%s cannot run on adapter %s:\n", x.ID, a.ID)
-					printProblems(s.err, "  ", probs)
-					return withCode(ExitError, "")
-				}
-				return withCode(ExitError, err.Error())
+				return bindFailure(s, x, a, err)
 			}
 			if len(na) > 0 {
-				fmt.Fprintf(s.out, "n/a: %s cannot run on adapter %s:\n", x.ID, a.ID)
-				for _, r := range na {
-					fmt.Fprintf(s.out, "  %s\n", r)
-				}
+				printNA(s, x, a, na)
 				return nil
 			}
 			failed := false

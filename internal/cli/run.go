@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/junit"
-	"github.com/chaos-harness/chaos/internal/manifest"
 	"github.com/chaos-harness/chaos/internal/progress"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
@@ -47,22 +45,9 @@ the run directory completed with the verdict ERROR, and the exit code is 2.
 Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			x, ps := resolveExperiment(args[0], defaultExperimentsDir(dir))
-			if ps.Err() != nil {
-				printProblems(s.err, "", ps)
-				return withCode(ExitError, "")
-			}
-			ref := adapterRef
-			if ref == "" {
-				ref = x.DefaultAdapter
-			}
-			if ref == "" {
-				return withCode(ExitError, fmt.Sprintf("%s has no default-adapter: name one with --adapter", x.File))
-			}
-			a, aps := resolverFor(x.File, adaptersDir).Resolve(ref)
-			if aps.Err() != nil {
-				printProblems(s.err, "", aps)
-				return withCode(ExitError, "")
+			x, a, err := loadPair(s, args[0], dir, adapterRef, adaptersDir)
+			if err != nil {
+				return err
 			}
 			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Out: s.out, Args: os.Args[1:], OTLPGRPC: otlpGRPC, OTLPHTTP: otlpHTTP}
 			cfg.RunsDir = runsDir
@@ -94,19 +79,10 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 			defer stop()
 			out, err := engine.Run(ctx, cfg)
 			if err != nil {
-				var probs manifest.Problems
-				if errors.As(err, &probs) {
-					fmt.Fprintf(s.err, "%s cannot run on adapter %s:\n", x.ID, a.ID)
-					printProblems(s.err, "  ", probs)
-					return withCode(ExitError, "")
-				}
-				return withCode(ExitError, err.Error())
+				return bindFailure(s, x, a, err)
 			}
 			if out.Verdict == nil && len(out.NA) > 0 {
-				fmt.Fprintf(s.out, "n/a: %s cannot run on adapter %s:\n", x.ID, a.ID)
-				for _, r := range out.NA {
-					fmt.Fprintf(s.out, "  %s\n", r)
-				}
+				printNA(s, x, a, out.NA)
 				return nil
 			}
 			if junitFile != "" && out.Verdict != nil {

@@ -187,15 +187,7 @@ func (e *engine) containerFault(ctx context.Context, o *experiment.Operation, v 
 		if err := e.docker.Pause(ctx, c); err != nil {
 			return err
 		}
-		r := e.pushRevert(o, func(ctx context.Context) error { return e.docker.Unpause(ctx, c) })
-		if o.Duration == 0 {
-			return nil
-		}
-		err := sleep(ctx, o.Duration.D())
-		if rerr := e.runRevert(context.Background(), r); rerr != nil {
-			return rerr
-		}
-		return err
+		return e.hold(ctx, o, func(ctx context.Context) error { return e.docker.Unpause(ctx, c) })
 	}
 	return fmt.Errorf("unknown fault %s", o.Uses)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/chaos-harness/chaos/internal/backend"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,25 +11,6 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
-
-// wrapperScript runs a workload's script inside an instance. It appends one
-// line to .chaos/attempts every time it starts and writes the script's exit
-// code to .chaos/exit_code only when the script ends by itself, so a killed
-// instance has no exit code recorded. It is POSIX sh so it runs under
-// busybox too.
-const wrapperScript = `#!/bin/sh
-# Written by chaos: runs the workload's script in the instance's output
-# directory and records each start and the script's exit code.
-out="${CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR:?}"
-mkdir -p "$out/.chaos"
-echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) start" >> "$out/.chaos/attempts"
-rm -f "$out/.chaos/exit_code"
-cd "$out" || exit 125
-/bin/sh "${CHAOS_RUN_SCRIPT:?}"
-code=$?
-echo "$code" > "$out/.chaos/exit_code.tmp" && mv "$out/.chaos/exit_code.tmp" "$out/.chaos/exit_code"
-exit "$code"
-`
 
 // writeWorkloadFiles writes workloads/<w>/run.sh and wrapper.sh.
 func writeWorkloadFiles(d *rundir.Dir, workload, script string) (runSh, wrapper string, err error) {
@@ -40,7 +22,7 @@ func writeWorkloadFiles(d *rundir.Dir, workload, script string) (runSh, wrapper 
 	if err := os.WriteFile(runSh, []byte(script), 0o755); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(wrapper, []byte(wrapperScript), 0o755); err != nil {
+	if err := os.WriteFile(wrapper, []byte(backend.WrapperScript), 0o755); err != nil {
 		return "", "", err
 	}
 	return runSh, wrapper, nil

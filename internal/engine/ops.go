@@ -204,6 +204,22 @@ func (e *engine) pushRevert(o *experiment.Operation, fn func(ctx context.Context
 	return r
 }
 
+// hold registers undo as the operation's revert and, when the operation has
+// a duration, waits it out and reverts at once; without one the revert
+// waits for the end of the flow. The revert runs even when ctx ends (an
+// abort): nothing is left frozen or down.
+func (e *engine) hold(ctx context.Context, o *experiment.Operation, undo func(ctx context.Context) error) error {
+	r := e.pushRevert(o, undo)
+	if o.Duration == 0 {
+		return nil
+	}
+	err := sleep(ctx, o.Duration.D())
+	if rerr := e.runRevert(context.WithoutCancel(ctx), r); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
 // runRevert runs r unless it already ran.
 func (e *engine) runRevert(ctx context.Context, r *revert) error {
 	e.mu.Lock()
@@ -259,15 +275,7 @@ func (e *engine) fault(ctx context.Context, o *experiment.Operation, v victim) e
 		if err := inst.Freeze(ctx); err != nil {
 			return err
 		}
-		r := e.pushRevert(o, func(ctx context.Context) error { return inst.Thaw(ctx) })
-		if o.Duration == 0 {
-			return nil
-		}
-		err := sleep(ctx, o.Duration.D())
-		if rerr := e.runRevert(context.Background(), r); rerr != nil {
-			return rerr
-		}
-		return err
+		return e.hold(ctx, o, inst.Thaw)
 	}
 	return fmt.Errorf("unknown fault %s", o.Uses)
 }
@@ -313,12 +321,7 @@ func (e *engine) targetFault(ctx context.Context, o *experiment.Operation, t *ta
 		if err := t.kill(ctx, pid); err != nil {
 			return err
 		}
-		r := e.pushRevert(o, restarted)
-		err := sleep(ctx, o.Duration.D())
-		if rerr := e.runRevert(context.WithoutCancel(ctx), r); rerr != nil {
-			return rerr
-		}
-		return err
+		return e.hold(ctx, o, restarted)
 	case experiment.FaultCrashLoop:
 		return e.targetCrashLoop(ctx, o, t, pid, restarted)
 	case experiment.FaultFreeze:
@@ -326,18 +329,10 @@ func (e *engine) targetFault(ctx context.Context, o *experiment.Operation, t *ta
 			return fmt.Errorf("target %s: SIGSTOP to %d: %w", t.name, pid, err)
 		}
 		t.frozenPid = pid
-		r := e.pushRevert(o, func(ctx context.Context) error {
+		return e.hold(ctx, o, func(ctx context.Context) error {
 			t.frozenPid = 0
 			return t.signal(pid, syscall.SIGCONT)
 		})
-		if o.Duration == 0 {
-			return nil
-		}
-		err := sleep(ctx, o.Duration.D())
-		if rerr := e.runRevert(context.Background(), r); rerr != nil {
-			return rerr
-		}
-		return err
 	}
 	return fmt.Errorf("unknown fault %s", o.Uses)
 }
@@ -415,21 +410,13 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 		e.rec.Record("operation.finished", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run))
 		return nil
 	}
-	r := e.pushRevert(o, func(ctx context.Context) error {
+	return e.hold(ctx, o, func(ctx context.Context) error {
 		if err := each(ctx, "revert", spec.Revert, false); err != nil {
 			return err
 		}
 		e.rec.Record("operation.reverted", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run))
 		return nil
 	})
-	if o.Duration == 0 {
-		return nil
-	}
-	err := sleep(ctx, o.Duration.D())
-	if rerr := e.runRevert(context.WithoutCancel(ctx), r); rerr != nil {
-		return rerr
-	}
-	return err
 }
 
 func paramEnv(name string) string {

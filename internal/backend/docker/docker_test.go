@@ -207,7 +207,7 @@ func (h *harness) create(name, script string, env ...string) *inst {
 	if err := os.WriteFile(run, []byte(script), 0o755); err != nil {
 		h.t.Fatal(err)
 	}
-	wrapper, _ := filepath.Abs("testdata/wrapper.sh")
+	wrapper := writeWrapper(h.t)
 	st := &states{ch: make(chan struct{})}
 	spec := backend.InstanceSpec{
 		Workload: "w", Name: name, Dir: idir,
@@ -784,7 +784,7 @@ func TestCreateMissingImage(t *testing.T) {
 	idir := t.TempDir()
 	run := filepath.Join(idir, "run.sh")
 	_ = os.WriteFile(run, []byte("true"), 0o644)
-	wrapper, _ := filepath.Abs("testdata/wrapper.sh")
+	wrapper := writeWrapper(t)
 	_, err := h.b.Create(ctx(t), backend.InstanceSpec{Workload: "w", Name: "x-0", OutputDir: filepath.Join(idir, "out"), LogDir: filepath.Join(idir, "logs"),
 		Wrapper: wrapper, Script: run, Image: "chaos-test/nothing:1", OnState: func(backend.State, string) {}})
 	if err == nil || !strings.Contains(err.Error(), "never pulls") {
@@ -839,4 +839,15 @@ func TestCloseSweeps(t *testing.T) {
 	if res, err := cli.ContainerInspect(ctx(t), other, client.ContainerInspectOptions{}); err != nil || !res.Container.State.Running {
 		t.Errorf("Close touched another run's container (%v)", err)
 	}
+}
+
+// writeWrapper writes the harness's wrapper, as the engine does, and
+// returns its path.
+func writeWrapper(t testing.TB) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "wrapper.sh")
+	if err := os.WriteFile(p, []byte(backend.WrapperScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
