@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/verdict"
@@ -122,6 +123,11 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 	if a != nil {
 		adapterPart = fmt.Sprintf("adapter %s (%s, sha256 %s)", a.ID, a.File, evalSHA12(a.SHA256))
 	}
+	var adapterEnv map[string]string
+	if a != nil {
+		adapterEnv = a.Env
+	}
+	engine.NewRedactorFor(os.Environ(), adapterEnv, x.Env).RedactVerdict(v)
 	fmt.Fprintf(s.out, "  evaluated with %s (sha256 %s) and %s\n", x.File, evalSHA12(x.SHA256), adapterPart)
 	verdict.Print(s.out, v)
 	abs, err := filepath.Abs(d.Root)

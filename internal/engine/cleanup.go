@@ -74,6 +74,7 @@ func (e *engine) cleanup(ctx context.Context) {
 	}
 
 	e.captureTargets(ctx)
+	e.stopContainerTargets(ctx)
 	if err := e.be.Capture(ctx, e.dir.SystemDir()); err != nil {
 		e.errorf("capturing the backend's state: %v", err)
 	}
@@ -91,7 +92,6 @@ func (e *engine) cleanup(ctx context.Context) {
 		}
 		t.copyLog()
 	}
-	e.stopContainerTargets(ctx)
 	e.captureProcesses()
 }
 

@@ -250,19 +250,29 @@ func (e *engine) startContainerTarget(ctx context.Context, t *targetHandle) erro
 	}
 }
 
-// stopContainerTargets runs the stop hooks of run-owned container targets;
-// without one, the backend removes them with the rest of the run's
-// containers.
+// stopContainerTargets stops the container targets the run owns, before
+// the containers are captured: with their stop hook, else by removing the
+// run's containers that match them.
 func (e *engine) stopContainerTargets(ctx context.Context) {
 	for _, name := range e.a.TargetNames() {
 		t := e.ctargets[name]
-		if t == nil || t.spec.Lifecycle != "run" || t.spec.Stop == "" {
+		if t == nil || t.spec.Lifecycle != "run" {
 			continue
 		}
-		if _, err := t.runHook(ctx, "stop", t.spec.Stop); err != nil {
-			e.errorf("stopping target %s: %v", name, err)
-		} else {
-			e.rec.Record("target.stopped", rundir.F("target", name))
+		var err error
+		if t.spec.Stop != "" {
+			_, err = t.runHook(ctx, "stop", t.spec.Stop)
+		} else if e.docker != nil {
+			var cs []docker.Container
+			cs, err = e.docker.FindTarget(ctx, t.spec.Labels, e.expand(t.spec.Container))
+			for _, c := range cs {
+				err = errors.Join(err, e.docker.Remove(ctx, c))
+			}
 		}
+		if err != nil {
+			e.errorf("stopping target %s: %v", name, err)
+			continue
+		}
+		e.rec.Record("target.stopped", rundir.F("target", name))
 	}
 }

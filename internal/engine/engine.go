@@ -318,6 +318,7 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		return nil, err
 	}
 	v.RunID = e.runID
+	e.redact.RedactVerdict(v)
 	if err := rundir.WriteJSON(e.dir.VerdictFile(), v); err != nil {
 		return nil, err
 	}

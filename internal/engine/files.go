@@ -210,3 +210,27 @@ func WriteRedacted(p string, data []byte) error {
 	}
 	return os.WriteFile(p, data, st.Mode().Perm())
 }
+
+// RedactVerdict replaces secret values in what a verdict says: check
+// details, errors and warnings (a shell check may print anything).
+func (r *Redactor) RedactVerdict(v *rundir.Verdict) {
+	if len(r.values) == 0 || v == nil {
+		return
+	}
+	for i := range v.Checks {
+		v.Checks[i].Detail = r.Redact(v.Checks[i].Detail)
+	}
+	for i := range v.Errors {
+		v.Errors[i] = r.Redact(v.Errors[i])
+	}
+	for i := range v.Warnings {
+		v.Warnings[i] = r.Redact(v.Warnings[i])
+	}
+}
+
+// NewRedactorFor collects the secrets a run of x on a may have seen: the
+// harness's environment and both manifests' env maps. Offline evaluation
+// uses it, as the run's own environment is gone.
+func NewRedactorFor(env []string, maps ...map[string]string) *Redactor {
+	return NewRedactor(mergeEnv(env, maps...))
+}

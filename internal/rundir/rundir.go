@@ -5,6 +5,7 @@
 package rundir
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -127,11 +128,15 @@ type Host struct {
 
 // WriteJSON writes v as indented JSON to path atomically.
 func WriteJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	// These files are read by people too: keep <, > and & as they are.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, append(data, '\n'))
+	return WriteFileAtomic(path, b.Bytes())
 }
 
 // ReadJSON reads path into v.

@@ -519,3 +519,9 @@ func CleanupRuns(ctx context.Context, runID string) (CleanupResult, error) {
 func Unreachable(err error) bool {
 	return err != nil && (client.IsErrConnectionFailed(err) || strings.Contains(err.Error(), "Cannot connect to the Docker daemon"))
 }
+
+// Remove removes one of this run's containers (force); the guard refuses
+// any other.
+func (b *Backend) Remove(ctx context.Context, c Container) error {
+	return b.g.remove(ctx, c.ID)
+}
