@@ -199,6 +199,10 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 			b.na(fmt.Sprintf("operation %s: roles inside instances need the docker backend; %s is %s", o.Name, a.ID, a.Backend))
 			return
 		}
+		if r.Type != adapter.TypeContainer {
+			b.na(fmt.Sprintf("operation %s: role %s is a %s; on docker, roles are containers", o.Name, t.Role, r.Type))
+			return
+		}
 		if fault {
 			if why := FaultSupport(a, r.Type, r.Faults, o.Uses); why != "" {
 				b.na(fmt.Sprintf("operation %s: %s on role %s: %s", o.Name, o.Uses, t.Role, why))

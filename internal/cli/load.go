@@ -1,16 +1,20 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/experiment"
@@ -162,5 +166,28 @@ func printNA(s *streams, x *experiment.Experiment, a *adapter.Adapter, reasons [
 	fmt.Fprintf(s.out, "n/a: %s cannot run on adapter %s:\n", x.ID, a.ID)
 	for _, r := range reasons {
 		fmt.Fprintf(s.out, "  %s\n", r)
+	}
+}
+
+// signalContext is cancelled by Ctrl-C, SIGTERM or SIGHUP, with the
+// signal's name as the cause, so an aborted run can say what stopped it.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		select {
+		case sig := <-ch:
+			name := sig.String()
+			if s, ok := sig.(syscall.Signal); ok {
+				name = unix.SignalName(s)
+			}
+			cancel(errors.New(name))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(ch)
+		cancel(nil)
 	}
 }

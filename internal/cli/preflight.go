@@ -1,12 +1,8 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +28,7 @@ Exit codes: 0 every check passed (or n/a); 2 a check failed or input is invalid.
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			ctx, stop := signalContext()
 			defer stop()
 			results, na, err := engine.Preflight(ctx, engine.Config{Experiment: x, Adapter: a, Log: s.err})
 			if err != nil {

@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -75,7 +72,7 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				}
 				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			ctx, stop := signalContext()
 			defer stop()
 			out, err := engine.Run(ctx, cfg)
 			if err != nil {

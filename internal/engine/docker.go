@@ -59,6 +59,9 @@ func (e *engine) defaultImage() string {
 // images lists every image the run will create containers from.
 func (e *engine) images() []string {
 	set := map[string]bool{}
+	if e.a.Instance.HasHooks() {
+		return nil // the hooks make the containers, from images of their own
+	}
 	if img := e.defaultImage(); img != "" {
 		set[img] = true
 	}
@@ -83,7 +86,7 @@ func (e *engine) images() []string {
 // dockerPreflight runs the docker backend's own preflight checks, before
 // the adapter's: engine reachable, images present, disk space.
 func (e *engine) dockerPreflight(ctx context.Context) bool {
-	if e.a.Backend != adapter.BackendDocker || e.a.Instance.HasHooks() {
+	if e.a.Backend != adapter.BackendDocker {
 		return true
 	}
 	ok := true

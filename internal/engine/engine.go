@@ -142,6 +142,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	case binding.NA:
 		return &Outcome{NA: res.Reasons}, nil
 	}
+	if pod := podOperation(x, a); pod != "" && cfg.Backend == nil {
+		return nil, fmt.Errorf("operation %s acts on pods, and this build has no kubernetes backend to act on them with", pod)
+	}
 	if cfg.Backend == nil && !a.Instance.HasHooks() && a.Backend != adapter.BackendProcess && !backendBuilt(a.Backend) {
 		return nil, fmt.Errorf("adapter %s: backend %s is not available in this build; give the adapter instance hooks, or use the process backend", a.ID, a.Backend)
 	}
@@ -232,20 +235,12 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	e.runner = shell.Runner{Sup: sup}
 	abs, _ := filepath.Abs(e.dir.Root)
 	e.dir = &rundir.Dir{Root: abs}
-	e.baseEnv = mergeEnv(os.Environ(), a.Env, x.Env)
-	e.baseEnv = setEnv(e.baseEnv,
-		"CHAOS_RUN_ID", e.runID,
-		"CHAOS_RUN_DIR", e.dir.Root,
-		"CHAOS_EXPERIMENT", x.ID,
-		"CHAOS_ADAPTER", a.ID,
-		"CHAOS_SEED", fmt.Sprint(e.seed),
-		"CHAOS_EXPERIMENT_DIR", filepath.Dir(absPath(x.File)),
-		"CHAOS_ADAPTER_DIR", adapterDir(a),
-	)
+	e.setupEnv()
 	e.hub = observe.NewHub()
-	if err := e.startOTLP(); err != nil {
-		return nil, err
-	}
+	e.rec.Record("run.started", rundir.F("experiment", x.ID), rundir.F("version", x.Version), rundir.F("seed", e.seed), rundir.F("adapter", a.ID), rundir.F("run_id", e.runID))
+	// A receiver that cannot start (its port is taken) skips the flow like
+	// a failed preflight: the run still ends with a verdict.
+	otlpErr := e.startOTLP()
 	e.redact = NewRedactor(e.baseEnv)
 	e.reg = newRegistry(x)
 	if err := e.openBackend(); err != nil {
@@ -257,8 +252,6 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 			c()
 		}
 	}()
-
-	e.rec.Record("run.started", rundir.F("experiment", x.ID), rundir.F("version", x.Version), rundir.F("seed", e.seed), rundir.F("adapter", a.ID), rundir.F("run_id", e.runID))
 
 	// Signals abort the flow but never cleanup: cleanup runs on its own
 	// context so a second Ctrl-C cannot leave frozen or killed processes.
@@ -285,6 +278,9 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	}
 	skipped := ""
 	switch {
+	case otlpErr != nil:
+		e.errorf("%v", otlpErr)
+		skipped = "the OTLP receiver did not start"
 	case !e.startOwnedTargets(flowCtx):
 		skipped = "a target the run owns did not start"
 	case !e.dockerPreflight(flowCtx) || !e.preflight(flowCtx):
@@ -358,6 +354,13 @@ func (e *engine) openBackend() error {
 		}
 		e.collectL = f
 		e.be = &hooks.Backend{Spec: e.a.Instance, Runner: e.runner, Timeout: e.hookTimeout(), Log: f, Dir: e.hookDir()}
+		// The hooks make the instances; docker still acts on the roles and
+		// container targets the run's label finds.
+		if e.a.Backend == adapter.BackendDocker {
+			if _, err := openDocker(e); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	switch e.a.Backend {
@@ -666,3 +669,36 @@ func backendBuilt(name string) bool { return nativeBackends[name] != nil }
 
 // nativeBackends are the native backends beyond process, by name.
 var nativeBackends = map[string]func(e *engine) (backend.Backend, error){}
+
+// podOperation names an operation whose target is a pod, which no backend
+// of this build can act on; "" when there is none.
+func podOperation(x *experiment.Experiment, a *adapter.Adapter) string {
+	for _, o := range x.Operations {
+		t := o.Target
+		switch {
+		case t == nil:
+		case t.Name != "" && a.Target(t.Name) != nil && a.Target(t.Name).Type == adapter.TypePod:
+			return o.Name
+		case t.Role != "" && a.Roles[t.Role] != nil && a.Roles[t.Role].Type == adapter.TypePod:
+			return o.Name
+		case t.Workload != "" && t.Role == "" && a.Backend == adapter.BackendKubernetes && !a.Instance.HasHooks() && experiment.IsFault(o.Uses):
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// setupEnv builds the environment every hook, watcher and instance starts
+// from: the harness's own, the adapter's and experiment's env maps, and the
+// run's CHAOS_* variables.
+func (e *engine) setupEnv() {
+	e.baseEnv = setEnv(mergeEnv(os.Environ(), e.a.Env, e.x.Env),
+		"CHAOS_RUN_ID", e.runID,
+		"CHAOS_RUN_DIR", e.dir.Root,
+		"CHAOS_EXPERIMENT", e.x.ID,
+		"CHAOS_ADAPTER", e.a.ID,
+		"CHAOS_SEED", fmt.Sprint(e.seed),
+		"CHAOS_EXPERIMENT_DIR", filepath.Dir(absPath(e.x.File)),
+		"CHAOS_ADAPTER_DIR", adapterDir(e.a),
+	)
+}

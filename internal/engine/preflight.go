@@ -61,7 +61,10 @@ func Preflight(ctx context.Context, cfg Config) (results []PreflightResult, na [
 	}
 	defer sup.Close()
 	e := &engine{cfg: cfg, x: x, a: a, dir: dir, rec: rec, runID: runID, sup: sup, runner: shell.Runner{Sup: sup}, targets: map[string]*targetHandle{}, ctargets: map[string]*targetHandle{}}
-	e.baseEnv = setEnv(mergeEnv(os.Environ(), a.Env, x.Env), "CHAOS_RUN_ID", runID, "CHAOS_RUN_DIR", dir.Root, "CHAOS_EXPERIMENT", x.ID, "CHAOS_ADAPTER", a.ID)
+	if cfg.Seed != nil {
+		e.seed = *cfg.Seed
+	}
+	e.setupEnv()
 	e.redact = NewRedactor(e.baseEnv)
 	for _, name := range a.TargetNames() {
 		if t := a.Target(name); t.Type == "process" {
