@@ -114,3 +114,10 @@ code=$?
 echo "$code" > "$out/.chaos/exit_code.tmp" && mv "$out/.chaos/exit_code.tmp" "$out/.chaos/exit_code"
 exit "$code"
 `
+
+// OutputSizer is an instance that can tell the size of a file in its output
+// while it runs, so stall checks can watch it; instances whose output lives
+// on this machine need not implement it.
+type OutputSizer interface {
+	OutputSize(ctx context.Context, rel string) (int64, error)
+}

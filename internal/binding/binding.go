@@ -70,6 +70,9 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		}
 	}
 	x.EachCheck(func(p string, c *experiment.Check) {
+		if c.Kind == experiment.CheckStall && c.File != "" && a.Instance.HasHooks() {
+			b.na(fmt.Sprintf("check %s watches a file inside instances, which the adapter's hooks make and the harness cannot look into", c.Name))
+		}
 		if c.Family == "" {
 			return
 		}

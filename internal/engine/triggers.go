@@ -193,7 +193,11 @@ func (e *engine) sampleProgress(w *experiment.Workload, h *instanceHandle, inst 
 			now := time.Since(e.rec.Start()).Seconds()
 			for _, f := range files {
 				size := int64(0)
-				if st, err := os.Stat(filepath.Join(e.dir.OutputDir(w.Name, h.name), f)); err == nil {
+				if sizer, ok := inst.(backend.OutputSizer); ok {
+					if n, err := sizer.OutputSize(context.Background(), f); err == nil {
+						size = n
+					}
+				} else if st, err := os.Stat(filepath.Join(e.dir.OutputDir(w.Name, h.name), f)); err == nil {
 					size = st.Size()
 				}
 				line, _ := json.Marshal(map[string]any{"t": float64(int64(now*1e3+0.5)) / 1e3, "file": f, "size": size})

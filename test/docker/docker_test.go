@@ -359,3 +359,27 @@ checks:
 		}
 	}
 }
+
+// TestStallCheckInContainers samples a file inside running containers: the
+// paused one stands still, the other keeps growing.
+func TestStallCheckInContainers(t *testing.T) {
+	needDocker(t)
+	file := filepath.Join(t.TempDir(), "stall.yaml")
+	os.WriteFile(file, []byte(`apiVersion: chaos/v1alpha1
+id: docker-stall
+workloads:
+  - name: w
+    instances: 2
+    run: for i in $(seq 1 40); do echo $i >> journal; sleep 0.05; done
+    checks:
+      - {name: alive, kind: stall, file: journal, limit: 700ms}
+operations:
+  - {name: pause, uses: freeze, target: {workload: w}, select: {instances: [w-1]}, duration: 1500ms}
+flow:
+  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, {delay: 200ms}, pause]}]
+`), 0o644)
+	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", "docker", file)
+	if r.code != 1 || !strings.Contains(r.stdout, "  ok    w-0/alive\n") || !strings.Contains(r.stdout, "  FAIL  w-1/alive\n") {
+		t.Fatalf("exit %d, want w-0 ok and w-1 stalled:\n%s", r.code, r.stdout)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -643,4 +644,18 @@ func (in *instance) Delete(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// OutputSize stats a file of the instance's output inside the container,
+// for stall checks: reading, not copying, so it is cheap to sample.
+func (in *instance) OutputSize(ctx context.Context, rel string) (int64, error) {
+	id := in.containerID()
+	if id == "" {
+		return 0, errors.New("no container yet")
+	}
+	res, err := in.b.cli.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: path.Join(ContainerOutput, path.Clean("/"+rel))})
+	if err != nil {
+		return 0, err
+	}
+	return res.Stat.Size, nil
 }
