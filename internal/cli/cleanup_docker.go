@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	dockerbe "github.com/chaos-harness/chaos/internal/backend/docker"
 )
@@ -19,7 +20,10 @@ func cleanupDocker(ctx context.Context, runID string, dryRun bool) ([]string, er
 	res, err := dockerbe.CleanupRuns(ctx, runID)
 	var lines []string
 	for _, r := range res.Removed {
-		lines = append(lines, "removed container "+r)
+		if !strings.HasPrefix(r, "network ") && !strings.HasPrefix(r, "volume ") {
+			r = "container " + r
+		}
+		lines = append(lines, "removed "+r)
 	}
 	if err != nil {
 		if dockerbe.Unreachable(err) {

@@ -204,6 +204,21 @@ func operationInWords(o *experiment.Operation) string {
 	if o.Jitter > 0 {
 		b.WriteString(", each after a random 0 to " + o.Jitter.String())
 	}
+	if tr := o.Trigger; tr != nil {
+		if tr.Signal != "" {
+			b.WriteString(", fired by signal " + tr.Signal)
+		} else {
+			b.WriteString(fmt.Sprintf(", fired when a %s instance is %s", tr.State.Workload, tr.State.State))
+		}
+		if tr.DelayMax > tr.Delay {
+			b.WriteString(fmt.Sprintf(" after a random %s to %s", tr.Delay, tr.DelayMax))
+		} else if tr.Delay > 0 {
+			b.WriteString(" after " + tr.Delay.String())
+		}
+		if tr.Times > 1 {
+			b.WriteString(fmt.Sprintf(", up to %d times", tr.Times))
+		}
+	}
 	if len(o.With) > 0 {
 		var kv []string
 		for k, v := range o.With {

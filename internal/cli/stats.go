@@ -24,6 +24,11 @@ XFAIL); per flaky expectation, how many of its chances it hit ("7 of 248");
 and, where a flaky check was seen in exactly two groups (say two builds with
 --by git), whether its hit rates differ, by Fisher's exact test.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch by {
+			case "all", "git", "adapter", "version", "harness", "experiment-sha":
+			default:
+				return withCode(ExitError, fmt.Sprintf("--by %q: want git, adapter, version, harness or experiment-sha", by))
+			}
 			paths := args
 			if len(paths) == 0 {
 				paths = []string{runsDirDefault()}

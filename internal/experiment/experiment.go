@@ -129,7 +129,7 @@ type Operation struct {
 	Pos         manifest.Pos      `yaml:"-" json:"-"`
 	Name        string            `yaml:"name" json:"name"`
 	Description string            `yaml:"description" json:"description,omitempty"`
-	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze) or an operation of the adapter."`
+	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop) or an operation of the adapter."`
 	Target      *Target           `yaml:"target" json:"target,omitempty"`
 	Select      *Select           `yaml:"select" json:"select,omitempty"`
 	Duration    Duration          `yaml:"duration" json:"duration,omitempty" jsonschema_description:"How long the change is held before it is reverted."`

@@ -198,7 +198,7 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 		return
 	case CheckExitCode:
 		if !workload {
-			d.Problem(p+".kind", "exit-code checks belong to a workload; an experiment check is shell or event")
+			d.Problem(p+".kind", "exit-code checks belong to a workload; an experiment check is shell, event or metric")
 		}
 	case CheckShell:
 		if strings.TrimSpace(c.Run) == "" {

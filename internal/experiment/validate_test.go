@@ -427,7 +427,7 @@ checks:
     kind: exit-code
     equals: 0
 `), want: []prob{
-		e(9, 11, "checks[0].kind", "exit-code checks belong to a workload; an experiment check is shell or event"),
+		e(9, 11, "checks[0].kind", "exit-code checks belong to a workload; an experiment check is shell, event or metric"),
 	}},
 	{name: "shell check without run", yaml: doc(`
 apiVersion: chaos/v1alpha1
