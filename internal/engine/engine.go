@@ -27,6 +27,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend/local"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/buildinfo"
+	"github.com/chaos-harness/chaos/internal/evidence"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/observe"
 	"github.com/chaos-harness/chaos/internal/otlp"
@@ -322,8 +323,16 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	// The report reads the finished run directory, like chaos report does.
 	if rv, err := runview.Load(e.dir.Root); err != nil {
 		e.rec.Logf("report.html not written: %v", err)
-	} else if err := report.WriteFile(rv); err != nil {
-		e.rec.Logf("report.html not written: %v", err)
+	} else {
+		if err := report.WriteFile(rv); err != nil {
+			e.rec.Logf("report.html not written: %v", err)
+		}
+		// A run that did not pass gets the page to attach to a bug report.
+		if v.Verdict != rundir.VerdictPass {
+			if err := evidence.WriteFile(rv); err != nil {
+				e.rec.Logf("evidence.md not written: %v", err)
+			}
+		}
 	}
 	if e.cfg.Progress != nil {
 		e.cfg.Progress.Stop()
