@@ -60,6 +60,7 @@ type Adapter struct {
 	Watch       []Watcher             `yaml:"watch" json:"watch,omitempty"`
 	Signals     map[string]*Signal    `yaml:"signals" json:"signals,omitempty"`
 	OTLP        *OTLP                 `yaml:"otlp" json:"otlp,omitempty"`
+	Limits      *Limits               `yaml:"limits" json:"limits,omitempty"`
 	Preflight   []experiment.Step     `yaml:"preflight" json:"preflight,omitempty"`
 	Checks      []experiment.Step     `yaml:"checks" json:"checks,omitempty"`
 	Provision   string                `yaml:"provision" json:"provision,omitempty" jsonschema_description:"Hook run by chaos provision to create the system; chaos run never provisions."`
@@ -157,6 +158,14 @@ type Watcher struct {
 	Pos  manifest.Pos `yaml:"-" json:"-"`
 	Name string       `yaml:"name" json:"name"`
 	Run  string       `yaml:"run" json:"run"`
+}
+
+// Limits is the resource budget of the system the adapter drives: an
+// experiment whose flow would exceed it is refused before anything runs.
+type Limits struct {
+	Pos manifest.Pos `yaml:"-" json:"-"`
+	// Instances is the most instances that may run at once.
+	Instances int `yaml:"instances" json:"instances,omitempty" jsonschema:"minimum=1" jsonschema_description:"The most instances that may run at once; an experiment whose flow could run more is refused."`
 }
 
 // OTLPWatch is the watcher name of the built-in OTLP receiver: its spans

@@ -159,6 +159,9 @@ func validate(d *manifest.Decoder, a *Adapter) {
 			d.Problem(p, "missing run: the command to watch")
 		}
 	}
+	if a.Limits != nil && a.Limits.Instances < 1 {
+		d.Problem("limits.instances", "must be at least 1")
+	}
 	if a.OTLP != nil {
 		if watchers[OTLPWatch] {
 			d.Problem("watch", "a watcher is named %q, which is the built-in OTLP receiver's name", OTLPWatch)

@@ -84,6 +84,11 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 			b.missing(field, "%v", err)
 		}
 	})
+	if a.Limits != nil && a.Limits.Instances > 0 {
+		if n := MaxConcurrentInstances(x); n > a.Limits.Instances {
+			b.d.Problem("flow", "the flow can run %d instances at once, over adapter %s's budget of %d (limits.instances)", n, a.ID, a.Limits.Instances)
+		}
+	}
 	for i, e := range x.Expectations {
 		for j, ref := range e.Checks {
 			scope, name, _ := strings.Cut(ref, "/")
@@ -340,4 +345,38 @@ func MetricSource(a *adapter.Adapter, name string) (string, error) {
 		return "", fmt.Errorf("adapter %s scrapes no metrics, so a metric check has nothing to read", a.ID)
 	}
 	return "", fmt.Errorf("adapter %s has several metrics endpoints (%s): name one with source", a.ID, strings.Join(names, ", "))
+}
+
+// MaxConcurrentInstances is the most instances the flow can run at once:
+// the children of a serial node run one after another, those of a parallel
+// node together.
+func MaxConcurrentInstances(x *experiment.Experiment) int {
+	var walk func(f *experiment.FlowNode) int
+	walk = func(f *experiment.FlowNode) int {
+		if f == nil {
+			return 0
+		}
+		switch f.Kind {
+		case experiment.FlowRef:
+			if w := x.Workload(f.Ref); w != nil {
+				return w.InstanceCount()
+			}
+		case experiment.FlowSerial:
+			n := 0
+			for _, c := range f.Children {
+				n = max(n, walk(c))
+			}
+			return n
+		case experiment.FlowParallel:
+			n := 0
+			for _, c := range f.Children {
+				n += walk(c)
+			}
+			return n
+		case experiment.FlowRepeat:
+			return walk(f.Repeat.Body)
+		}
+		return 0
+	}
+	return walk(x.Flow)
 }

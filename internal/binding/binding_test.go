@@ -594,3 +594,36 @@ func probsOf(ps manifest.Problems) []prob {
 	}
 	return out
 }
+
+func TestInstanceBudget(t *testing.T) {
+	x, ps := experiment.Parse("x.yaml", []byte(`apiVersion: chaos/v1alpha1
+id: budget
+workloads:
+  - {name: a, instances: 3, run: "true"}
+  - {name: b, instances: 4, run: "true"}
+  - {name: c, instances: 6, run: "true"}
+flow:
+  serial:
+    - parallel: [a, b]
+    - c
+`))
+	if err := ps.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := MaxConcurrentInstances(x); n != 7 {
+		t.Fatalf("MaxConcurrentInstances = %d, want 7 (a and b together; c alone)", n)
+	}
+	for limit, want := range map[int]Status{7: Valid, 6: Invalid} {
+		a, aps := adapter.Parse("a.yaml", []byte(fmt.Sprintf("apiVersion: chaos/v1alpha1\nid: small\nbackend: process\nlimits: {instances: %d}\n", limit)))
+		if err := aps.Err(); err != nil {
+			t.Fatal(err)
+		}
+		r := Bind(x, a)
+		if r.Status != want {
+			t.Errorf("limit %d: %s, want %s: %v", limit, r.Status, want, r.Problems)
+		}
+		if want == Invalid && !strings.Contains(r.Problems.Error(), "the flow can run 7 instances at once, over adapter small's budget of 6") {
+			t.Errorf("limit %d: %v", limit, r.Problems)
+		}
+	}
+}
