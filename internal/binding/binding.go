@@ -189,7 +189,9 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 			b.missing(p+".target", "adapter %s defines no target %q%s", a.ID, t.Name, suggest(t.Name, a.TargetNames()))
 			return
 		}
-		if o.Select != nil && o.Select.Kind == experiment.SelectCount && o.Select.Count > 1 {
+		// A process target is one process; a container target may match
+		// several containers.
+		if tg.Type == adapter.TypeProcess && o.Select != nil && o.Select.Kind == experiment.SelectCount && o.Select.Count > 1 {
 			b.d.Problem(p+".select.count", "selects %d but target %q is one %s", o.Select.Count, t.Name, tg.Type)
 		}
 		if fault {

@@ -148,6 +148,25 @@ func describeCheck(w io.Writer, indent string, c *experiment.Check) {
 			text = "A shell script exits 0."
 		case experiment.CheckEvent:
 			text = "The timeline has " + eventInWords(c) + "."
+		case experiment.CheckMetric:
+			scrapes := c.Scrapes
+			if scrapes == "" {
+				scrapes = "last"
+			}
+			agg := c.Aggregate
+			if agg == "" {
+				agg = "each series"
+			}
+			text = fmt.Sprintf("In the %s scrape(s), %s of %s%s is %s %v.", scrapes, agg, c.Family, labelsInWords(c.Labels), c.Op, *c.Value)
+			if c.Window != nil {
+				text += fmt.Sprintf(" Only scrapes from %s before to %s after operation %s count.", c.Window.Before, c.Window.After, c.Window.Operation)
+			}
+		case experiment.CheckStall:
+			what := "the file " + c.File
+			if c.File == "" {
+				what = "the metric " + c.Family + labelsInWords(c.Labels)
+			}
+			text = fmt.Sprintf("While the instance is Running, %s never stands still for more than %s.", what, c.Limit)
 		}
 	}
 	writeWrapped(w, indent+"  ", text)
@@ -298,4 +317,15 @@ func sortedStrings(s []string) []string {
 		}
 	}
 	return out
+}
+
+func labelsInWords(l map[string]string) string {
+	if len(l) == 0 {
+		return ""
+	}
+	var kv []string
+	for k, v := range l {
+		kv = append(kv, k+"="+v)
+	}
+	return "{" + strings.Join(sortedStrings(kv), ",") + "}"
 }

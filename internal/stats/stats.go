@@ -120,9 +120,11 @@ func GroupKey(e Entry, by string) string {
 
 // Cell is one experiment on one adapter within one group.
 type Cell struct {
-	Experiment, Adapter, Group string
-	Runs                       int
-	Verdicts                   map[string]int
+	Experiment string         `json:"experiment"`
+	Adapter    string         `json:"adapter"`
+	Group      string         `json:"group"`
+	Runs       int            `json:"runs"`
+	Verdicts   map[string]int `json:"verdicts"`
 }
 
 // PassRate is the share of runs that were PASS or XFAIL.
@@ -135,26 +137,33 @@ func (c *Cell) PassRate() float64 {
 
 // Hits is a flaky check's hit count over its chances in one group.
 type Hits struct {
-	Experiment, Issue, Check, Group string
-	Hit, Of, Runs                   int
+	Experiment string `json:"experiment"`
+	Issue      string `json:"issue"`
+	Check      string `json:"check"`
+	Group      string `json:"group"`
+	Hit        int    `json:"hit"`
+	Of         int    `json:"of"`
+	Runs       int    `json:"runs"`
 }
 
 // Summary is the result of looking across runs.
 type Summary struct {
-	By    string
-	Cells []*Cell
-	Hits  []*Hits
+	By    string  `json:"by"`
+	Cells []*Cell `json:"cells"`
+	Hits  []*Hits `json:"hits,omitempty"`
 	// Compare holds, for each flaky check seen in exactly two groups, the
 	// two-sided Fisher exact test p-value of their hit rates.
-	Compare []Comparison
+	Compare []Comparison `json:"compare,omitempty"`
 }
 
 // Comparison tests whether a flaky check hits at different rates in two
 // groups.
 type Comparison struct {
-	Experiment, Check string
-	A, B              *Hits
-	P                 float64
+	Experiment string  `json:"experiment"`
+	Check      string  `json:"check"`
+	A          *Hits   `json:"a"`
+	B          *Hits   `json:"b"`
+	P          float64 `json:"p"`
 }
 
 // Summarize groups entries by experiment, adapter and the --by key.

@@ -119,6 +119,7 @@ func (ev *evaluator) workloadCheck(w *experiment.Workload, inst string, c *exper
 		env = append(env,
 			"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR="+out,
 			"CHAOS_RUN_DIR="+ev.d.Root,
+			"CHAOS_RUN_ID="+ev.v.RunID,
 			"CHAOS_WORKLOAD="+w.Name,
 			"CHAOS_INSTANCE="+inst,
 			"CHAOS_INSTANCE_DIR="+ev.d.InstanceDir(w.Name, inst),
@@ -145,7 +146,7 @@ func (ev *evaluator) runExperimentChecks() {
 		ev.check(r, func() outcome {
 			switch c.Kind {
 			case experiment.CheckShell:
-				env := append(buildEnv(ev.opt.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root)
+				env := append(buildEnv(ev.opt.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root, "CHAOS_RUN_ID="+ev.v.RunID)
 				return ev.script(r.ID, c.Run, ev.d.Root, env, c.Timeout.D())
 			case experiment.CheckEvent:
 				return ev.eventCheck(c, "")
@@ -170,7 +171,7 @@ func (ev *evaluator) runAdapterChecks() {
 			Check: s.Name,
 		}
 		ev.check(r, func() outcome {
-			env := append(buildEnv(ev.opt.Env, ev.a.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root)
+			env := append(buildEnv(ev.opt.Env, ev.a.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root, "CHAOS_RUN_ID="+ev.v.RunID)
 			return ev.script(r.ID, s.Run, ev.d.Root, env, s.Timeout.D())
 		})
 	}

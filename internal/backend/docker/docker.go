@@ -337,8 +337,9 @@ func (b *Backend) dispatch(m events.Message) {
 		at = time.Unix(m.Time, 0)
 	}
 	line := eventLine{
-		T:  at.Sub(b.cfg.Start).Seconds(),
-		TS: at.UTC().Format(time.RFC3339Nano), Action: string(m.Action),
+		// The same clock format as every other .jsonl of the run.
+		T:  float64(int64(at.Sub(b.cfg.Start).Seconds()*1e3+0.5)) / 1e3,
+		TS: at.UTC().Format("2006-01-02T15:04:05.000000Z"), Action: string(m.Action),
 		ID: m.Actor.ID, Name: attrs["name"], Role: attrs[LabelRole], Instance: attrs[LabelInstance],
 		Attributes: attrs,
 	}
