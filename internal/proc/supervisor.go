@@ -304,7 +304,14 @@ func (p *Process) Signal(sig syscall.Signal) error {
 				continue
 			}
 			handled[pid] = true
-			ok, err := signalMarked(pid, sig, p.sup.marker)
+			// Once the leader is gone its pid may be reused, even by another
+			// instance of this run: then only this instance's own tag
+			// proves a process belongs to it.
+			marker := p.sup.marker
+			if exited {
+				marker = p.tag
+			}
+			ok, err := signalMarked(pid, sig, marker)
 			if err != nil {
 				errs = append(errs, err)
 				continue

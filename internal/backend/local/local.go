@@ -101,6 +101,18 @@ func (in *instance) watch(p *proc.Process, exited chan struct{}) {
 	if restarting {
 		return
 	}
+	in.end(p)
+}
+
+// end records how the instance ended and closes Done, once.
+func (in *instance) end(p *proc.Process) {
+	in.mu.Lock()
+	if in.ended {
+		in.mu.Unlock()
+		return
+	}
+	in.ended = true
+	in.mu.Unlock()
 	code, signaled, sig := p.ExitStatus()
 	state, reason := backend.Succeeded, "ExitCode0"
 	switch {
@@ -109,9 +121,6 @@ func (in *instance) watch(p *proc.Process, exited chan struct{}) {
 	case code != 0:
 		state, reason = backend.Failed, "ExitCode"+strconv.Itoa(code)
 	}
-	in.mu.Lock()
-	in.ended = true
-	in.mu.Unlock()
 	in.spec.OnState(state, reason)
 	close(in.done)
 }
@@ -179,7 +188,18 @@ func (in *instance) Restart(ctx context.Context, r backend.Restart) error {
 	} else {
 		err = p.Kill()
 	}
-	if err != nil {
+	// A process that ended by itself just before the signal is already
+	// down, which is what a restart needs; any other failure leaves the
+	// instance as it was.
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		in.mu.Lock()
+		in.restarting = false
+		in.mu.Unlock()
+		select {
+		case <-exited:
+			in.end(p)
+		default:
+		}
 		return err
 	}
 	select {
