@@ -29,7 +29,9 @@ backends that label what they create, its containers.
 
 With RUN (a run directory or a run id), only that run's leftovers. With no
 argument, the leftovers of every run whose harness process is gone; what a
-live run owns is never touched. --dry-run only lists them.`,
+live run owns is never touched. --dry-run lists the processes it would kill
+and removes nothing; containers are found only by removing them, so a dry
+run does not list them.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {

@@ -36,7 +36,7 @@ func (e *engine) cleanup(ctx context.Context) {
 			continue
 		}
 		if experiment.IsFault(r.uses) {
-			e.rec.Record("operation.reverted", rundir.F("operation", r.op), rundir.F("uses", r.uses), rundir.F("when", "flow end"))
+			e.rec.Record("operation.reverted", rundir.F("operation", r.op), rundir.F("uses", r.uses), rundir.F("run", r.run), rundir.F("when", "flow end"))
 		}
 	}
 
@@ -77,6 +77,20 @@ func (e *engine) cleanup(ctx context.Context) {
 	e.stopContainerTargets(ctx)
 	if err := e.be.Capture(ctx, e.dir.SystemDir()); err != nil {
 		e.errorf("capturing the backend's state: %v", err)
+	}
+	if e.docker != nil {
+		// Beside hook-made instances the containers were the hooks' to
+		// make; capture them too, for the adapter checks.
+		if e.be != backend.Backend(e.docker) {
+			if err := e.docker.Capture(ctx, e.dir.SystemDir()); err != nil {
+				e.errorf("capturing the run's containers: %v", err)
+			}
+		}
+		// What is left of the run's containers goes now, before the checks,
+		// and a container that cannot be removed is the run's error.
+		if _, err := e.docker.Sweep(ctx); err != nil {
+			e.errorf("removing the run's remaining containers: %v", err)
+		}
 	}
 	for _, name := range e.a.TargetNames() {
 		t := e.targets[name]

@@ -127,6 +127,7 @@ type engine struct {
 type revert struct {
 	op   string
 	uses string
+	run  int
 	fn   func(ctx context.Context) error
 	done bool
 }
@@ -243,12 +244,15 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	// a failed preflight: the run still ends with a verdict.
 	otlpErr := e.startOTLP()
 	e.redact = NewRedactor(e.baseEnv)
+	e.rec.SetRedact(e.redact.Redact)
 	e.reg = newRegistry(x)
 	if err := e.openBackend(); err != nil {
 		return nil, err
 	}
 	defer func() {
-		e.be.Close()
+		if err := e.be.Close(); err != nil {
+			e.rec.Logf("closing the backend: %v", err)
+		}
 		for _, c := range e.closers {
 			c()
 		}
@@ -298,8 +302,8 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancelClean()
 	e.cleanup(cleanCtx)
-	if e.aborted != "" {
-		e.rec.Record("run.aborted", rundir.F("signal", e.aborted))
+	if reason := e.abortedBy(); reason != "" {
+		e.rec.Record("run.aborted", rundir.F("signal", reason))
 	}
 
 	e.finishManifest()
@@ -368,6 +372,9 @@ func (e *engine) openBackend() error {
 		if e.a.Backend == adapter.BackendDocker {
 			if _, err := openDocker(e); err != nil {
 				return err
+			}
+			if e.docker != nil {
+				e.closers = append(e.closers, e.docker.Close)
 			}
 		}
 		return nil
@@ -710,4 +717,11 @@ func (e *engine) setupEnv() {
 		"CHAOS_EXPERIMENT_DIR", filepath.Dir(absPath(e.x.File)),
 		"CHAOS_ADAPTER_DIR", adapterDir(e.a),
 	)
+}
+
+// abortedBy says what aborted the run, "" while it was not.
+func (e *engine) abortedBy() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.aborted
 }

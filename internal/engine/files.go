@@ -183,7 +183,13 @@ func (r *Redactor) redactTree(root string) error {
 			}
 			return nil
 		}
-		if rel == "experiment.yaml" || rel == "adapter.yaml" || !d.Type().IsRegular() {
+		switch rel {
+		case "experiment.yaml", "adapter.yaml",
+			// Redacted as they are written, and still open for writing.
+			"timeline.jsonl", filepath.Join("logs", "harness.log"), filepath.Join("system", "watch", "docker-events.jsonl"):
+			return nil
+		}
+		if !d.Type().IsRegular() {
 			return nil
 		}
 		info, err := d.Info()
@@ -202,13 +208,17 @@ func (r *Redactor) redactTree(root string) error {
 	})
 }
 
-// WriteRedacted replaces a file's content, keeping its mode.
+// WriteRedacted replaces a file's content atomically, keeping its mode, so
+// a reader never sees half of it.
 func WriteRedacted(p string, data []byte) error {
 	st, err := os.Stat(p)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(p, data, st.Mode().Perm())
+	if err := rundir.WriteFileAtomic(p, data); err != nil {
+		return err
+	}
+	return os.Chmod(p, st.Mode().Perm())
 }
 
 // RedactVerdict replaces secret values in what a verdict says: check
@@ -233,4 +243,15 @@ func (r *Redactor) RedactVerdict(v *rundir.Verdict) {
 // uses it, as the run's own environment is gone.
 func NewRedactorFor(env []string, maps ...map[string]string) *Redactor {
 	return NewRedactor(mergeEnv(env, maps...))
+}
+
+// unsetEnv removes name from env.
+func unsetEnv(env []string, name string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k != name {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -33,7 +33,7 @@ func (e *engine) runFlow(ctx context.Context) {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errFlowTimeout):
 		e.errorf("the flow did not finish within the experiment's timeout of %s", e.x.Timeout)
-	case e.aborted != "":
+	case e.abortedBy() != "":
 		// The abort is recorded by the caller.
 	default:
 		e.errorf("flow: %v", err)
@@ -326,9 +326,12 @@ func (e *engine) setState(h *instanceHandle, s backend.State, reason string) {
 // finishInstance collects and deletes an instance once; errors are harness
 // errors since a sandbox that cannot be deleted is the harness's problem.
 func (e *engine) finishInstance(ctx context.Context, h *instanceHandle) error {
+	// One caller at a time finishes an instance; a delete that failed is
+	// tried again by cleanup, a collect is not repeated.
+	h.finishing.Lock()
+	defer h.finishing.Unlock()
 	e.reg.mu.Lock()
 	inst, collected, deleted := h.inst, h.collected, h.deleted
-	h.collected, h.deleted = true, true
 	e.reg.mu.Unlock()
 	if inst == nil {
 		return nil
@@ -338,12 +341,14 @@ func (e *engine) finishInstance(ctx context.Context, h *instanceHandle) error {
 		if err := inst.Collect(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("collecting %s: %w", h.name, err))
 		}
+		e.reg.update(func() { h.collected = true })
 		e.rec.Record("instance.collected", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("exit_code", readExitCode(e.dir.OutputDir(h.workload, h.name))))
 	}
 	if !deleted {
 		if err := inst.Delete(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("deleting %s: %w", h.name, err))
 		} else {
+			e.reg.update(func() { h.deleted = true })
 			e.rec.Record("instance.deleted", rundir.F("workload", h.workload), rundir.F("instance", h.name))
 		}
 	}

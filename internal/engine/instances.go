@@ -19,6 +19,8 @@ type instanceHandle struct {
 	everRan   bool
 	collected bool
 	deleted   bool
+	// finishing serialises collecting and deleting the instance.
+	finishing sync.Mutex
 }
 
 // registry tracks every instance's state and wakes waiters the moment a

@@ -197,8 +197,8 @@ func victimNames(c []victim) string {
 // pushRevert registers an undo for the end of the flow; the returned func
 // runs it now instead (once).
 func (e *engine) pushRevert(o *experiment.Operation, fn func(ctx context.Context) error) *revert {
-	r := &revert{op: o.Name, uses: o.Uses, fn: fn}
 	e.mu.Lock()
+	r := &revert{op: o.Name, uses: o.Uses, fn: fn, run: e.opRuns[o.Name]}
 	e.reverts = append(e.reverts, r)
 	e.mu.Unlock()
 	return r
@@ -209,7 +209,11 @@ func (e *engine) pushRevert(o *experiment.Operation, fn func(ctx context.Context
 // waits for the end of the flow. The revert runs even when ctx ends (an
 // abort): nothing is left frozen or down.
 func (e *engine) hold(ctx context.Context, o *experiment.Operation, undo func(ctx context.Context) error) error {
-	r := e.pushRevert(o, undo)
+	return e.holdRegistered(ctx, o, e.pushRevert(o, undo))
+}
+
+// holdRegistered is hold for a revert already registered.
+func (e *engine) holdRegistered(ctx context.Context, o *experiment.Operation, r *revert) error {
 	if o.Duration == 0 {
 		return nil
 	}
@@ -403,20 +407,29 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 		wg.Wait()
 		return errors.Join(errs...)
 	}
+	// The revert is registered before the change is made: a change that
+	// failed on one target may still have been made on the others.
+	var r *revert
+	if spec.Revert != "" {
+		r = e.pushRevert(o, func(ctx context.Context) error {
+			if err := each(ctx, "revert", spec.Revert, false); err != nil {
+				return err
+			}
+			e.rec.Record("operation.reverted", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run))
+			return nil
+		})
+	}
 	if err := each(ctx, "run", spec.Run, true); err != nil {
+		if r != nil {
+			err = errors.Join(err, e.runRevert(context.WithoutCancel(ctx), r))
+		}
 		return fmt.Errorf("operation %s did not complete: %w", o.Name, err)
 	}
-	if spec.Revert == "" {
+	if r == nil {
 		e.rec.Record("operation.finished", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run))
 		return nil
 	}
-	return e.hold(ctx, o, func(ctx context.Context) error {
-		if err := each(ctx, "revert", spec.Revert, false); err != nil {
-			return err
-		}
-		e.rec.Record("operation.reverted", rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run))
-		return nil
-	})
+	return e.holdRegistered(ctx, o, r)
 }
 
 func paramEnv(name string) string {

@@ -62,7 +62,13 @@ func (t *targetHandle) livePid() (int, error) {
 }
 
 func (t *targetHandle) env() []string {
-	return setEnv(t.e.hookEnv(), "CHAOS_TARGET", t.name, "CHAOS_PID_FILE", t.pidFile())
+	env := setEnv(t.e.hookEnv(), "CHAOS_TARGET", t.name, "CHAOS_PID_FILE", t.pidFile())
+	if t.spec.Lifecycle != "run" {
+		// What a hook of a target the run does not own starts outlives the
+		// run; CHAOS_RUN_ID is the run's process marker, so it is left out.
+		env = unsetEnv(env, "CHAOS_RUN_ID")
+	}
+	return env
 }
 
 func (t *targetHandle) logWriter() *os.File {
@@ -84,7 +90,14 @@ func (t *targetHandle) runHook(ctx context.Context, which, script string) (*shel
 	if log != nil {
 		spec.Log = log
 	}
-	res, err := t.e.runner.Run(ctx, spec)
+	// A target the run does not own outlives it: what its hooks start must
+	// not carry the run's marker, or leak checks and chaos cleanup would
+	// take the restarted system for the run's own leftovers.
+	runner := t.e.runner
+	if t.spec.Lifecycle != "run" {
+		runner = shell.Runner{}
+	}
+	res, err := runner.Run(ctx, spec)
 	if err != nil {
 		return res, err
 	}

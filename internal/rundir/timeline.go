@@ -183,6 +183,15 @@ type Recorder struct {
 	log      *os.File
 	sinks    []func(Event)
 	now      func() time.Time
+	redact   func(string) string
+}
+
+// SetRedact makes every event's text fields pass through fn before they are
+// written anywhere: the timeline, the harness log and the sinks.
+func (r *Recorder) SetRedact(fn func(string) string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.redact = fn
 }
 
 // NewRecorder opens the timeline and harness log of d for appending.
@@ -214,6 +223,9 @@ func (r *Recorder) Record(name string, fields ...Field) Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
+	if r.redact != nil {
+		fields = redactFields(fields, r.redact)
+	}
 	e := Event{T: now.Sub(r.start).Seconds(), TS: now.UTC(), Name: name, Fields: fields}
 	line, _ := e.MarshalJSON()
 	_, _ = r.timeline.Write(append(line, '\n'))
@@ -247,4 +259,23 @@ func (r *Recorder) Close() error {
 // LogTime formats a time as the harness log does: 2026-10-29 12:26:46,122.
 func LogTime(t time.Time) string {
 	return t.Format("2006-01-02 15:04:05") + "," + fmt.Sprintf("%03d", t.Nanosecond()/1e6)
+}
+
+// redactFields returns fields with fn applied to every text value.
+func redactFields(fields []Field, fn func(string) string) []Field {
+	out := make([]Field, len(fields))
+	for i, f := range fields {
+		switch v := f.Value.(type) {
+		case string:
+			f.Value = fn(v)
+		case []string:
+			c := make([]string, len(v))
+			for j, x := range v {
+				c[j] = fn(x)
+			}
+			f.Value = c
+		}
+		out[i] = f
+	}
+	return out
 }

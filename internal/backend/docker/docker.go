@@ -192,18 +192,26 @@ func (b *Backend) close() error {
 	var err error
 	if !b.cfg.KeepContainers {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		var removed []string
-		removed, err = b.sweep(ctx)
-		if len(removed) > 0 {
-			b.record("container.swept", rundir.F("containers", removed))
-		}
-		// Let the stream deliver the removals before it stops.
-		b.waitDestroyed(ctx, removed, 3*time.Second)
+		_, err = b.Sweep(ctx)
 		cancel()
 	}
 	b.stop()
 	<-b.streamDone
 	return errors.Join(err, b.cli.Close())
+}
+
+// Sweep removes every container of this run that is still there, records
+// container.swept, and waits for the engine to report them destroyed. The
+// engine calls it during cleanup, before the checks; Close calls it again
+// as a last resort.
+func (b *Backend) Sweep(ctx context.Context) ([]string, error) {
+	removed, err := b.sweep(ctx)
+	if len(removed) > 0 {
+		b.record("container.swept", rundir.F("containers", removed))
+		// Let the stream deliver the removals before anyone reads on.
+		b.waitDestroyed(ctx, removed, 3*time.Second)
+	}
+	return removed, err
 }
 
 // sweep removes every remaining container of this run.

@@ -6,6 +6,7 @@ package hooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,6 +81,18 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	}
 	res, err := b.run(ctx, "create", b.Spec.Create, spec)
 	if err != nil {
+		// A create that failed or was cut short may have made part of the
+		// instance: ask the delete hook to remove whatever exists, so
+		// nothing is forgotten.
+		if b.Spec.Delete != "" {
+			id := spec.Name
+			if res != nil && lastLine(res.Stdout) != "" {
+				id = lastLine(res.Stdout)
+			}
+			if _, derr := b.run(context.WithoutCancel(ctx), "delete", b.Spec.Delete, spec, "CHAOS_SYSTEM_ID="+id); derr != nil {
+				err = errors.Join(err, derr)
+			}
+		}
 		return nil, err
 	}
 	id := lastLine(res.Stdout)
