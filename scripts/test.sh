@@ -29,6 +29,8 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -count=1 -timeout 15m ./...
+# The concurrent heart of the harness again, under the race detector.
+go test -race -count=1 -timeout 10m ./internal/engine/ ./internal/proc/ ./internal/observe/ ./internal/backend/local/ ./internal/shell/
 
 # A short fuzz of each manifest parser; longer runs are for developers.
 fuzztime="${FUZZTIME:-15s}"
