@@ -186,14 +186,64 @@ func (t *targetHandle) signal(pid int, sig syscall.Signal) error {
 }
 
 func (t *targetHandle) terminate(ctx context.Context, pid int, grace time.Duration) error {
+	leader := isGroupLeader(pid)
 	_ = t.signal(pid, syscall.SIGCONT)
 	if err := t.signal(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("target %s: SIGTERM to %d: %w", t.name, pid, err)
 	}
-	if waitExit(ctx, pid, grace) {
+	if !waitExit(ctx, pid, grace) {
+		if err := t.kill(ctx, pid); err != nil {
+			return err
+		}
+	}
+	if leader {
+		waitGroupGone(pid, grace)
+	}
+	return nil
+}
+
+func isGroupLeader(pid int) bool {
+	pgid, err := syscall.Getpgid(pid)
+	return err == nil && pgid == pid
+}
+
+// waitGroupGone waits until no process of the group led by pgid is left:
+// the leader going first does not mean its children have handled the
+// signal yet. Stragglers past the grace get SIGKILL.
+func waitGroupGone(pgid int, grace time.Duration) {
+	deadline := time.Now().Add(grace)
+	for {
+		if len(groupMembers(pgid)) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			for i := 0; i < 100 && len(groupMembers(pgid)) > 0; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// groupMembers lists the live (not zombie) processes in a process group.
+func groupMembers(pgid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
 		return nil
 	}
-	return t.kill(ctx, pid)
+	var out []int
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && proc.Alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // kill sends SIGKILL and waits until the process is gone.
@@ -204,6 +254,7 @@ func (t *targetHandle) kill(ctx context.Context, pid int) error {
 	if !waitExit(ctx, pid, 30*time.Second) {
 		return fmt.Errorf("target %s: pid %d still alive 30s after SIGKILL", t.name, pid)
 	}
+	waitGroupGone(pid, 5*time.Second)
 	return nil
 }
 
