@@ -134,6 +134,7 @@ func (e *engine) containerVictims(ctx context.Context, t *experiment.Target) ([]
 		}
 		return out, "target", nil
 	}
+	e.handlesStored(ctx, t.Workload)
 	var out []victim
 	e.reg.mu.Lock()
 	live := []*instanceHandle{}

@@ -171,6 +171,11 @@ func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
 	insts := e.reg.workload(w.Workload)
 	cond := func() (bool, error) {
 		for _, in := range insts {
+			// An instance whose backend reported it running before its
+			// handle was stored is not yet one an operation can act on.
+			if in.inst == nil && !in.state.Terminal() {
+				return false, nil
+			}
 			switch w.Condition {
 			case experiment.CondCreated:
 				if !in.created {

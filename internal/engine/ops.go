@@ -123,6 +123,7 @@ func (e *engine) candidates(ctx context.Context, o *experiment.Operation) ([]vic
 	case t.Role != "":
 		return e.containerVictims(ctx, t)
 	}
+	e.handlesStored(ctx, t.Workload)
 	var out []victim
 	e.reg.mu.Lock()
 	defer e.reg.mu.Unlock()
@@ -489,4 +490,30 @@ func (e *engine) targetCrashLoop(ctx context.Context, o *experiment.Operation, t
 		return err
 	}
 	return restarted(context.WithoutCancel(ctx))
+}
+
+// handlesStored waits (briefly) until every instance of the workload that
+// the backend reported as started has its handle stored: a trigger on the
+// Running state fires from inside the backend's create, a moment before.
+func (e *engine) handlesStored(ctx context.Context, workload string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		ok, _, changed := e.reg.check(func() (bool, error) {
+			for _, h := range e.reg.workload(workload) {
+				if h.state != "" && !h.state.Terminal() && h.inst == nil {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
