@@ -80,6 +80,16 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 			}
 			if out.Verdict == nil && len(out.NA) > 0 {
 				printNA(s, x, a, out.NA)
+				if junitFile != "" {
+					// CI systems should see the experiment, skipped, rather
+					// than nothing at all.
+					v := &rundir.Verdict{Verdict: rundir.VerdictNA, NA: out.NA}
+					v.Experiment.ID, v.Experiment.Version, v.Experiment.SHA256 = x.ID, x.Version, x.SHA256
+					v.Adapter.ID = a.ID
+					if err := junit.WriteFile(junitFile, v, nil); err != nil {
+						return withCode(ExitError, fmt.Sprintf("writing JUnit XML to %s: %v", junitFile, err))
+					}
+				}
 				return nil
 			}
 			if junitFile != "" && out.Verdict != nil {
