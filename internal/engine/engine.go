@@ -37,6 +37,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/shell"
+	"github.com/chaos-harness/chaos/internal/stats"
 	"github.com/chaos-harness/chaos/internal/verdict"
 )
 
@@ -324,6 +325,11 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		return nil, err
 	}
 	e.rec.Record("run.finished", rundir.F("verdict", v.Verdict))
+	if entry, err := stats.Read(e.dir.Root); err == nil {
+		if err := stats.Append(e.cfg.RunsDir, entry); err != nil {
+			e.rec.Logf("ledger not written: %v", err)
+		}
+	}
 	// The report reads the finished run directory, like chaos report does.
 	if rv, err := runview.Load(e.dir.Root); err != nil {
 		e.rec.Logf("report.html not written: %v", err)

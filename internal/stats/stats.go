@@ -4,6 +4,8 @@
 package stats
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -89,6 +91,26 @@ func Collect(paths []string) ([]Entry, error) {
 		})
 		if err != nil {
 			return nil, err
+		}
+	}
+	// Runs the ledgers remember whose directories are gone still count.
+	seen := map[string]bool{}
+	for _, e := range out {
+		seen[e.RunID] = true
+	}
+	for _, p := range paths {
+		ledgers, _ := filepath.Glob(filepath.Join(p, LedgerFile))
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && filepath.Base(p) == LedgerFile {
+			ledgers = []string{p}
+		}
+		for _, l := range ledgers {
+			entries, _ := ReadLedger(l)
+			for _, e := range entries {
+				if !seen[e.RunID] {
+					seen[e.RunID] = true
+					out = append(out, e)
+				}
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].RunID < out[j].RunID })
@@ -288,4 +310,46 @@ func (s *Summary) Print(w io.Writer) {
 		fmt.Fprintf(w, "\n%s %s: %s %d of %d vs %s %d of %d: Fisher's exact test p = %.3g, %s\n",
 			c.Experiment, c.Check, c.A.Group, c.A.Hit, c.A.Of, c.B.Group, c.B.Hit, c.B.Of, c.P, verdict)
 	}
+}
+
+// LedgerFile is the ledger's name in a runs directory: one JSON line per
+// run, appended when the run ends, so the history outlives deleted run
+// directories.
+const LedgerFile = "ledger.jsonl"
+
+// Append adds one run to the ledger of runsDir. One write with O_APPEND,
+// so runs ending together do not interleave their lines.
+func Append(runsDir string, e Entry) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(runsDir, LedgerFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadLedger reads a ledger file; a torn line is skipped.
+func ReadLedger(path string) ([]Entry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Entry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	for sc.Scan() {
+		var e Entry
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.RunID != "" {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
 }

@@ -56,3 +56,20 @@ func TestSummarizeHitRatesAcrossBuilds(t *testing.T) {
 		t.Fatalf("summary:\n%s", buf.String())
 	}
 }
+
+func TestLedgerKeepsDeletedRuns(t *testing.T) {
+	dir := t.TempDir()
+	for i, v := range []string{"PASS", "XFAIL", "FAIL"} {
+		if err := Append(dir, Entry{RunID: fmt.Sprintf("r%d", i), Experiment: "x", Adapter: "local", Verdict: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := Collect([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Summarize(entries, "all")
+	if len(entries) != 3 || len(s.Cells) != 1 || s.Cells[0].Runs != 3 || s.Cells[0].PassRate() < 0.66 || s.Cells[0].PassRate() > 0.67 {
+		t.Fatalf("entries %d, cells %+v", len(entries), s.Cells)
+	}
+}
