@@ -535,6 +535,19 @@ func TestAbortHooksInstance(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(private, "wrapper.sh")); err != nil {
 		t.Fatalf("the create hook made no private directory: %v", err)
 	}
+	// Abort only once the instance has ticked, so collect has something to
+	// bring back (Running comes from the hook's process, a moment before
+	// the script's first tick).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(private, "output", "ticks")); err == nil && len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the instance never ticked")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
