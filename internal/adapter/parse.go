@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/experiment"
@@ -74,8 +75,8 @@ func validate(d *manifest.Decoder, a *Adapter) {
 	switch {
 	case a.Backend == "":
 		d.Problem("backend", "missing; one of %s", strings.Join(Backends, ", "))
-	case !contains(Backends, a.Backend):
-		d.Problem("backend", "unknown backend %q; expected one of %s%s", a.Backend, strings.Join(Backends, ", "), suggest(a.Backend, Backends))
+	case !slices.Contains(Backends, a.Backend):
+		d.Problem("backend", "unknown backend %q; expected one of %s%s", a.Backend, strings.Join(Backends, ", "), manifest.DidYouMean(a.Backend, Backends))
 	}
 	if in := a.Instance; in != nil {
 		if (in.Create == "") != (in.State == "") {
@@ -91,7 +92,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 		switch {
 		case t.Type == "":
 			d.Problem(p, "missing type: one of %s", strings.Join(types, ", "))
-		case !contains(types, t.Type):
+		case !slices.Contains(types, t.Type):
 			d.Problem(p+".type", "unknown target type %q; expected one of %s", t.Type, strings.Join(types, ", "))
 		}
 		if t.Type == TypeProcess && t.PidFile == "" {
@@ -119,7 +120,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 		switch {
 		case r.Type == "":
 			d.Problem(p, "missing type: one of %s", strings.Join(types, ", "))
-		case !contains(types, r.Type):
+		case !slices.Contains(types, r.Type):
 			d.Problem(p+".type", "unknown role type %q; expected one of %s", r.Type, strings.Join(types, ", "))
 		}
 		checkFaults(d, p+".faults", r.Faults)
@@ -185,7 +186,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 		if s.Watch == "" {
 			d.Problem(p, "missing watch: the watcher whose lines the pattern reads (or unavailable: REASON)")
 		} else if !watchers[s.Watch] {
-			hint := suggest(s.Watch, keys(watchers))
+			hint := manifest.DidYouMean(s.Watch, keys(watchers))
 			if s.Watch == OTLPWatch {
 				hint = " (turn the built-in receiver on with otlp: {})"
 			}
@@ -228,25 +229,9 @@ func validate(d *manifest.Decoder, a *Adapter) {
 func checkFaults(d *manifest.Decoder, p string, faults []string) {
 	for i, f := range faults {
 		if !experiment.IsFault(f) {
-			d.Problem(fmt.Sprintf("%s[%d]", p, i), "%q is not a built-in fault (%s)%s", f, strings.Join(experiment.Faults, ", "), suggest(f, experiment.Faults))
+			d.Problem(fmt.Sprintf("%s[%d]", p, i), "%q is not a built-in fault (%s)%s", f, strings.Join(experiment.Faults, ", "), manifest.DidYouMean(f, experiment.Faults))
 		}
 	}
-}
-
-func suggest(s string, candidates []string) string {
-	if x := manifest.Suggest(s, candidates); x != "" {
-		return fmt.Sprintf(" (did you mean %q?)", x)
-	}
-	return ""
 }
 
 func keys(m map[string]bool) []string { return sortedKeys(m) }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -622,7 +623,7 @@ func FuzzParseAdapter(f *testing.F) {
 		if a.ID == "" {
 			t.Fatalf("accepted an adapter without an id:\n%s", data)
 		}
-		if !contains(Backends, a.Backend) {
+		if !slices.Contains(Backends, a.Backend) {
 			t.Fatalf("accepted backend %q", a.Backend)
 		}
 		_ = a.TargetNames()

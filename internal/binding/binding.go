@@ -6,6 +6,7 @@ package binding
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,7 +51,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		s, ok := a.Signals[f.Wait.Signal]
 		switch {
 		case !ok:
-			b.missing(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, suggest(f.Wait.Signal, keys(a.Signals)))
+			b.missing(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, manifest.DidYouMean(f.Wait.Signal, keys(a.Signals)))
 		case s.Unavailable != "":
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", f.Wait.Signal, a.ID, s.Unavailable))
 		}
@@ -64,7 +65,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		s, ok := a.Signals[t.Signal]
 		switch {
 		case !ok:
-			b.missing(p, "adapter %s declares no signal %q%s", a.ID, t.Signal, suggest(t.Signal, keys(a.Signals)))
+			b.missing(p, "adapter %s declares no signal %q%s", a.ID, t.Signal, manifest.DidYouMean(t.Signal, keys(a.Signals)))
 		case s.Unavailable != "":
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", t.Signal, a.ID, s.Unavailable))
 		}
@@ -96,7 +97,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 			switch scope {
 			case experiment.ScopeAdapter:
 				if !hasStep(a.Checks, name) {
-					b.missing(p, "adapter %s has no check named %q%s", a.ID, name, suggest(name, stepNames(a.Checks)))
+					b.missing(p, "adapter %s has no check named %q%s", a.ID, name, manifest.DidYouMean(name, stepNames(a.Checks)))
 				}
 			case experiment.ScopePreflight:
 				if !hasStep(a.Preflight, name) && !hasStep(x.Preflight, name) {
@@ -154,7 +155,7 @@ func (b *binder) operation(p string, o *experiment.Operation) {
 	if !experiment.IsFault(o.Uses) {
 		op, ok := a.Operations[o.Uses]
 		if !ok {
-			b.missing(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, suggest(o.Uses, append(keys(a.Operations), experiment.Faults...)))
+			b.missing(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, manifest.DidYouMean(o.Uses, append(keys(a.Operations), experiment.Faults...)))
 			return
 		}
 		for _, name := range keys(op.Params) {
@@ -164,7 +165,7 @@ func (b *binder) operation(p string, o *experiment.Operation) {
 		}
 		for _, name := range keys(o.With) {
 			if _, known := op.Params[name]; !known && len(op.Params) > 0 {
-				b.d.Problem(p+".with."+name, "adapter operation %s takes no parameter %q%s", o.Uses, name, suggest(name, keys(op.Params)))
+				b.d.Problem(p+".with."+name, "adapter operation %s takes no parameter %q%s", o.Uses, name, manifest.DidYouMean(name, keys(op.Params)))
 			}
 		}
 		if o.Target != nil {
@@ -186,7 +187,7 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 	case t.Name != "":
 		tg := a.Target(t.Name)
 		if tg == nil {
-			b.missing(p+".target", "adapter %s defines no target %q%s", a.ID, t.Name, suggest(t.Name, a.TargetNames()))
+			b.missing(p+".target", "adapter %s defines no target %q%s", a.ID, t.Name, manifest.DidYouMean(t.Name, a.TargetNames()))
 			return
 		}
 		// A process target is one process; a container target may match
@@ -202,7 +203,7 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 	case t.Role != "":
 		r, ok := a.Roles[t.Role]
 		if !ok {
-			b.missing(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, suggest(t.Role, keys(a.Roles)))
+			b.missing(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, manifest.DidYouMean(t.Role, keys(a.Roles)))
 			return
 		}
 		if a.Backend != adapter.BackendDocker {
@@ -248,10 +249,10 @@ func FaultSupport(a *adapter.Adapter, typ string, declared []string, fault strin
 	if need, ok := typeBackend[typ]; ok && a.Backend != need {
 		return fmt.Sprintf("the %s backend cannot act on a %s", a.Backend, typ)
 	}
-	if !contains(typeFaults[typ], fault) {
+	if !slices.Contains(typeFaults[typ], fault) {
 		return fmt.Sprintf("a %s has no %s", typ, fault)
 	}
-	if len(declared) > 0 && !contains(declared, fault) {
+	if len(declared) > 0 && !slices.Contains(declared, fault) {
 		return fmt.Sprintf("the adapter lists only %s for it", strings.Join(declared, ", "))
 	}
 	return ""
@@ -312,22 +313,6 @@ func keys[V any](m map[string]V) []string {
 	return out
 }
 
-func suggest(s string, candidates []string) string {
-	if x := manifest.Suggest(s, candidates); x != "" {
-		return fmt.Sprintf(" (did you mean %q?)", x)
-	}
-	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // MetricSource returns the name of the adapter metrics endpoint a metric
 // check reads: the one it names, or the adapter's only one.
 func MetricSource(a *adapter.Adapter, name string) (string, error) {
@@ -340,7 +325,7 @@ func MetricSource(a *adapter.Adapter, name string) (string, error) {
 	}
 	switch {
 	case name != "":
-		return "", fmt.Errorf("adapter %s has no metrics endpoint %q%s", a.ID, name, suggest(name, names))
+		return "", fmt.Errorf("adapter %s has no metrics endpoint %q%s", a.ID, name, manifest.DidYouMean(name, names))
 	case len(names) == 1:
 		return names[0], nil
 	case len(names) == 0:

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,7 +36,7 @@ expectations name that issue.`,
 					fmt.Fprintf(s.err, "skipping %s: it is invalid (chaos validate %s says why)\n", f, f)
 					continue
 				}
-				if issue != "" && !containsString(x.Issues(), issue) {
+				if issue != "" && !slices.Contains(x.Issues(), issue) {
 					continue
 				}
 				xs = append(xs, x)
@@ -68,13 +69,4 @@ expectations name that issue.`,
 	cmd.Flags().StringVar(&dir, "dir", "", "experiments directory (default experiments/, else examples/)")
 	cmd.Flags().StringVar(&issue, "issue", "", "only experiments whose expectations name this issue")
 	return cmd
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

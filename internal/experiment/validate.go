@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -96,7 +97,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 
 	x.eachCheck(func(p string, c *Check) {
 		if c.Window != nil && x.Operation(c.Window.Operation) == nil {
-			d.Problem(p+".window.operation", "no operation named %q%s", c.Window.Operation, suggestName(c.Window.Operation, flowNames(x)))
+			d.Problem(p+".window.operation", "no operation named %q%s", c.Window.Operation, manifest.DidYouMean(c.Window.Operation, flowNames(x)))
 		}
 	})
 	seen := map[string]bool{}
@@ -220,16 +221,16 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 		}
 		if c.Op == "" || c.Value == nil {
 			d.Problem(p, "a metric check needs op and value, e.g. op: \">=\" and value: 1")
-		} else if !contains(MetricOps, c.Op) {
+		} else if !slices.Contains(MetricOps, c.Op) {
 			d.Problem(p+".op", "unknown comparison %q; expected one of %s", c.Op, strings.Join(MetricOps, " "))
 		}
-		if c.Scrapes != "" && !contains(MetricScrapes, c.Scrapes) {
+		if c.Scrapes != "" && !slices.Contains(MetricScrapes, c.Scrapes) {
 			d.Problem(p+".scrapes", "unknown scrapes %q; expected one of %s", c.Scrapes, strings.Join(MetricScrapes, ", "))
 		}
-		if c.Aggregate != "" && !contains(MetricAggregates, c.Aggregate) {
+		if c.Aggregate != "" && !slices.Contains(MetricAggregates, c.Aggregate) {
 			d.Problem(p+".aggregate", "unknown aggregate %q; expected one of %s", c.Aggregate, strings.Join(MetricAggregates, ", "))
 		}
-		if c.Field != "" && !contains(MetricFields, c.Field) {
+		if c.Field != "" && !slices.Contains(MetricFields, c.Field) {
 			d.Problem(p+".field", "unknown field %q; expected one of %s", c.Field, strings.Join(MetricFields, ", "))
 		}
 		checkLabelPatterns(d, p+".labels", c.Labels)
@@ -268,7 +269,7 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 	misplaced("min", c.Min != nil, CheckEvent)
 	misplaced("max", c.Max != nil, CheckEvent)
 	misplacedAny := func(field string, set bool, ok ...string) {
-		if set && !contains(ok, c.Kind) {
+		if set && !slices.Contains(ok, c.Kind) {
 			d.Problem(p+"."+field, "%s only applies to %s checks, not %s", field, strings.Join(ok, " and "), c.Kind)
 		}
 	}
@@ -334,9 +335,9 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 			d.Problem(tp, "a trigger needs exactly one of signal: NAME or state: {workload, state}")
 		case t.State != nil:
 			if x.Workload(t.State.Workload) == nil {
-				d.Problem(tp+".state.workload", "no workload named %q%s", t.State.Workload, suggestName(t.State.Workload, workloadNames(x)))
+				d.Problem(tp+".state.workload", "no workload named %q%s", t.State.Workload, manifest.DidYouMean(t.State.Workload, workloadNames(x)))
 			}
-			if !contains(instanceStates, t.State.State) {
+			if !slices.Contains(instanceStates, t.State.State) {
 				d.Problem(tp+".state.state", "unknown state %q; expected one of %s", t.State.State, strings.Join(instanceStates, ", "))
 			}
 		}
@@ -356,7 +357,7 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 	if o.Target != nil && o.Target.Workload != "" {
 		w := x.Workload(o.Target.Workload)
 		if w == nil {
-			d.Problem(p+".target.workload", "no workload named %q%s", o.Target.Workload, suggestName(o.Target.Workload, workloadNames(x)))
+			d.Problem(p+".target.workload", "no workload named %q%s", o.Target.Workload, manifest.DidYouMean(o.Target.Workload, workloadNames(x)))
 		} else if o.Select != nil {
 			n := w.InstanceCount()
 			switch o.Select.Kind {
@@ -405,13 +406,6 @@ func flowNames(x *Experiment) []string {
 	return out
 }
 
-func suggestName(name string, candidates []string) string {
-	if s := manifest.Suggest(name, candidates); s != "" {
-		return fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	return ""
-}
-
 func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[string]bool) {
 	switch f.Kind {
 	case FlowRef:
@@ -420,7 +414,7 @@ func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 			d.Problem(f.Path, "operation %q has a trigger, so it fires by itself while the flow runs; take it out of the flow", f.Ref)
 		}
 		if x.Workload(f.Ref) == nil && x.Operation(f.Ref) == nil {
-			d.Problem(f.Path, "%q is neither a workload nor an operation of this experiment%s", f.Ref, suggestName(f.Ref, flowNames(x)))
+			d.Problem(f.Path, "%q is neither a workload nor an operation of this experiment%s", f.Ref, manifest.DidYouMean(f.Ref, flowNames(x)))
 		}
 	case FlowSerial, FlowParallel:
 		if len(f.Children) == 0 {
@@ -436,13 +430,13 @@ func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 			d.Problem(p, "a wait needs workload and condition, or signal")
 		case w.Workload != "":
 			if x.Workload(w.Workload) == nil {
-				d.Problem(p+".workload", "no workload named %q%s", w.Workload, suggestName(w.Workload, workloadNames(x)))
+				d.Problem(p+".workload", "no workload named %q%s", w.Workload, manifest.DidYouMean(w.Workload, workloadNames(x)))
 			}
 			switch {
 			case w.Condition == "":
 				d.Problem(p, "missing condition: one of %s", strings.Join(Conditions, ", "))
-			case !contains(Conditions, w.Condition):
-				d.Problem(p+".condition", "unknown condition %q; expected one of %s%s", w.Condition, strings.Join(Conditions, ", "), suggestName(w.Condition, Conditions))
+			case !slices.Contains(Conditions, w.Condition):
+				d.Problem(p+".condition", "unknown condition %q; expected one of %s%s", w.Condition, strings.Join(Conditions, ", "), manifest.DidYouMean(w.Condition, Conditions))
 			}
 			if w.Delay > 0 {
 				d.Problem(p+".delay", "delay applies to signal waits; add a delay node after the wait instead")
@@ -497,7 +491,7 @@ func checkRefProblem(x *Experiment, ref string) string {
 		for _, c := range x.Checks {
 			names = append(names, c.Name)
 		}
-		return fmt.Sprintf("the experiment has no check named %q%s", name, suggestName(name, names))
+		return fmt.Sprintf("the experiment has no check named %q%s", name, manifest.DidYouMean(name, names))
 	case ScopeAdapter, ScopePreflight:
 		return ""
 	}
@@ -513,7 +507,7 @@ func checkRefProblem(x *Experiment, ref string) string {
 		}
 	}
 	if w == nil {
-		return fmt.Sprintf("%q names no workload, instance, experiment or adapter%s", scope, suggestName(scope, append(workloadNames(x), ScopeExperiment, ScopeAdapter)))
+		return fmt.Sprintf("%q names no workload, instance, experiment or adapter%s", scope, manifest.DidYouMean(scope, append(workloadNames(x), ScopeExperiment, ScopeAdapter)))
 	}
 	var names []string
 	for _, c := range w.Checks {
@@ -522,16 +516,7 @@ func checkRefProblem(x *Experiment, ref string) string {
 		}
 		names = append(names, c.Name)
 	}
-	return fmt.Sprintf("workload %q has no check named %q%s", w.Name, name, suggestName(name, names))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return fmt.Sprintf("workload %q has no check named %q%s", w.Name, name, manifest.DidYouMean(name, names))
 }
 
 // SplitInstance splits an instance name such as counter-2 into its workload

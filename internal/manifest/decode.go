@@ -521,3 +521,12 @@ func levenshtein(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// DidYouMean is the " (did you mean "x"?)" hint for s among candidates, or
+// "" when none is close enough.
+func DidYouMean(s string, candidates []string) string {
+	if x := Suggest(s, candidates); x != "" {
+		return fmt.Sprintf(" (did you mean %q?)", x)
+	}
+	return ""
+}
