@@ -165,7 +165,7 @@ func (e *engine) captureProcesses() {
 			targetPids = append(targetPids, pid)
 			if t.spec.Lifecycle != "run" {
 				keep[pid] = true
-				for _, d := range descendants(pid) {
+				for _, d := range proc.Descendants(pid) {
 					keep[d] = true
 				}
 			}
@@ -220,44 +220,4 @@ func (e *engine) captureProcesses() {
 
 func openAppend(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-}
-
-// descendants lists every process below pid, from the ppid links in /proc.
-func descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	children := map[int][]int{}
-	for _, ent := range entries {
-		var p int
-		if _, err := fmt.Sscan(ent.Name(), &p); err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		var state string
-		var ppid int
-		if _, err := fmt.Sscan(s[i+1:], &state, &ppid); err == nil {
-			children[ppid] = append(children[ppid], p)
-		}
-	}
-	var out []int
-	stack := []int{pid}
-	for len(stack) > 0 {
-		p := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, c := range children[p] {
-			out = append(out, c)
-			stack = append(stack, c)
-		}
-	}
-	return out
 }

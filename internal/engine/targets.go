@@ -213,37 +213,18 @@ func isGroupLeader(pid int) bool {
 func waitGroupGone(pgid int, grace time.Duration) {
 	deadline := time.Now().Add(grace)
 	for {
-		if len(groupMembers(pgid)) == 0 {
+		if len(proc.GroupMembers(pgid)) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			for i := 0; i < 100 && len(groupMembers(pgid)) > 0; i++ {
+			for i := 0; i < 100 && len(proc.GroupMembers(pgid)) > 0; i++ {
 				time.Sleep(10 * time.Millisecond)
 			}
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// groupMembers lists the live (not zombie) processes in a process group.
-func groupMembers(pgid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, ent := range entries {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && proc.Alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // kill sends SIGKILL and waits until the process is gone.

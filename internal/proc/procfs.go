@@ -252,3 +252,35 @@ func SignalExternal(pid int, sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// Descendants returns every live process below pid in the ppid tree, from
+// one snapshot of /proc.
+func Descendants(pid int) []int {
+	procs, err := listProcs()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, d := range descendants(childrenIndex(procs), pid) {
+		if st := procs[d].state; st != 'Z' && st != 'X' {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// GroupMembers returns the live (not zombie) processes of the process group
+// pgid, from one snapshot of /proc.
+func GroupMembers(pgid int) []int {
+	procs, err := listProcs()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for pid, st := range procs {
+		if st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
