@@ -4,8 +4,9 @@
 package adapter
 
 import (
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 
@@ -237,13 +238,4 @@ func (t *Targets) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string) 
 func (a *Adapter) Target(name string) *Target { return a.Targets.Named[name] }
 
 // TargetNames returns the target names in order.
-func (a *Adapter) TargetNames() []string { return sortedKeys(a.Targets.Named) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func (a *Adapter) TargetNames() []string { return slices.Sorted(maps.Keys(a.Targets.Named)) }

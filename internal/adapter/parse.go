@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -177,7 +178,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 		}
 		watchers[OTLPWatch] = true
 	}
-	for _, name := range sortedKeys(a.Signals) {
+	for _, name := range slices.Sorted(maps.Keys(a.Signals)) {
 		s := a.Signals[name]
 		p := "signals." + name
 		if s == nil || s.Unavailable != "" {
@@ -186,7 +187,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 		if s.Watch == "" {
 			d.Problem(p, "missing watch: the watcher whose lines the pattern reads (or unavailable: REASON)")
 		} else if !watchers[s.Watch] {
-			hint := manifest.DidYouMean(s.Watch, keys(watchers))
+			hint := manifest.DidYouMean(s.Watch, slices.Sorted(maps.Keys(watchers)))
 			if s.Watch == OTLPWatch {
 				hint = " (turn the built-in receiver on with otlp: {})"
 			}
@@ -233,5 +234,3 @@ func checkFaults(d *manifest.Decoder, p string, faults []string) {
 		}
 	}
 }
-
-func keys(m map[string]bool) []string { return sortedKeys(m) }

@@ -3,8 +3,10 @@ package adapter
 import (
 	"embed"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -106,7 +108,7 @@ func (r Resolver) List() []*Adapter {
 		}
 	}
 	b := Builtins()
-	for _, id := range sortedKeys(b) {
+	for _, id := range slices.Sorted(maps.Keys(b)) {
 		if !seen[id] {
 			out = append(out, b[id])
 		}

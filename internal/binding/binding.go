@@ -6,8 +6,8 @@ package binding
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
@@ -51,7 +51,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		s, ok := a.Signals[f.Wait.Signal]
 		switch {
 		case !ok:
-			b.missing(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, manifest.DidYouMean(f.Wait.Signal, keys(a.Signals)))
+			b.missing(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, manifest.DidYouMean(f.Wait.Signal, slices.Sorted(maps.Keys(a.Signals))))
 		case s.Unavailable != "":
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", f.Wait.Signal, a.ID, s.Unavailable))
 		}
@@ -65,7 +65,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		s, ok := a.Signals[t.Signal]
 		switch {
 		case !ok:
-			b.missing(p, "adapter %s declares no signal %q%s", a.ID, t.Signal, manifest.DidYouMean(t.Signal, keys(a.Signals)))
+			b.missing(p, "adapter %s declares no signal %q%s", a.ID, t.Signal, manifest.DidYouMean(t.Signal, slices.Sorted(maps.Keys(a.Signals))))
 		case s.Unavailable != "":
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", t.Signal, a.ID, s.Unavailable))
 		}
@@ -155,17 +155,17 @@ func (b *binder) operation(p string, o *experiment.Operation) {
 	if !experiment.IsFault(o.Uses) {
 		op, ok := a.Operations[o.Uses]
 		if !ok {
-			b.missing(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, manifest.DidYouMean(o.Uses, append(keys(a.Operations), experiment.Faults...)))
+			b.missing(p+".uses", "%q is neither a built-in fault (%s) nor an operation of adapter %s%s", o.Uses, strings.Join(experiment.Faults, ", "), a.ID, manifest.DidYouMean(o.Uses, append(slices.Sorted(maps.Keys(a.Operations)), experiment.Faults...)))
 			return
 		}
-		for _, name := range keys(op.Params) {
+		for _, name := range slices.Sorted(maps.Keys(op.Params)) {
 			if _, given := o.With[name]; !given && op.Params[name].Default == nil {
 				b.d.Problem(p, "adapter operation %s needs parameter %q under with", o.Uses, name)
 			}
 		}
-		for _, name := range keys(o.With) {
+		for _, name := range slices.Sorted(maps.Keys(o.With)) {
 			if _, known := op.Params[name]; !known && len(op.Params) > 0 {
-				b.d.Problem(p+".with."+name, "adapter operation %s takes no parameter %q%s", o.Uses, name, manifest.DidYouMean(name, keys(op.Params)))
+				b.d.Problem(p+".with."+name, "adapter operation %s takes no parameter %q%s", o.Uses, name, manifest.DidYouMean(name, slices.Sorted(maps.Keys(op.Params))))
 			}
 		}
 		if o.Target != nil {
@@ -203,7 +203,7 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 	case t.Role != "":
 		r, ok := a.Roles[t.Role]
 		if !ok {
-			b.missing(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, manifest.DidYouMean(t.Role, keys(a.Roles)))
+			b.missing(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, manifest.DidYouMean(t.Role, slices.Sorted(maps.Keys(a.Roles))))
 			return
 		}
 		if a.Backend != adapter.BackendDocker {
@@ -299,17 +299,6 @@ func stepNames(steps []experiment.Step) []string {
 	for _, s := range steps {
 		out = append(out, s.Name)
 	}
-	return out
-}
-
-// keys returns the keys of m sorted, so problems and suggestions do not
-// depend on map order.
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 

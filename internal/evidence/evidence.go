@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -69,7 +71,7 @@ func Write(w io.Writer, r *runview.Run) error {
 		for k, v := range m.Backend {
 			fmt.Fprintf(w, "- %s: `%s`\n", k, v)
 		}
-		for _, img := range sortedKeys(m.Images) {
+		for _, img := range slices.Sorted(maps.Keys(m.Images)) {
 			fmt.Fprintf(w, "- image `%s`: `%s`\n", img, m.Images[img])
 		}
 		fmt.Fprintf(w, "- started: %s\n\nReplay (the same seed makes the same choices):\n\n```sh\n%s\n```\n", m.Started.UTC().Format("2006-01-02 15:04:05 UTC"), m.Replay)
@@ -115,7 +117,7 @@ func Write(w io.Writer, r *runview.Run) error {
 			fmt.Fprintf(w, "%9.3f  %-22s %s\n", l.t, l.source, l.text)
 			shown++
 		}
-		for _, src := range sortedKeys(bySource) {
+		for _, src := range slices.Sorted(maps.Keys(bySource)) {
 			if n := bySource[src]; n > maxLines {
 				fmt.Fprintf(w, "           (%d more lines of %s in the window)\n", n-maxLines, src)
 			}
@@ -182,13 +184,4 @@ func firstLine(s string) string {
 		s = s[:i] + " …"
 	}
 	return ": " + s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -1,7 +1,9 @@
 package schema
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 
 	"github.com/invopop/jsonschema"
 
@@ -18,23 +20,10 @@ func duration() *jsonschema.Schema {
 
 func obj(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
 	s := &jsonschema.Schema{Type: "object", Properties: jsonschema.NewProperties(), AdditionalProperties: jsonschema.FalseSchema, Required: required}
-	for _, k := range sortedKeys(props) {
+	for _, k := range slices.Sorted(maps.Keys(props)) {
 		s.Properties.Set(k, props[k])
 	}
 	return s
-}
-
-func sortedKeys(m map[string]*jsonschema.Schema) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
 }
 
 func str(desc string) *jsonschema.Schema {

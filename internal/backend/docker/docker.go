@@ -21,7 +21,6 @@ import (
 	"maps"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -408,8 +407,4 @@ func containerName(parts ...string) string {
 		s += "-" + p
 	}
 	return badName.ReplaceAllString(s, "-")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -239,7 +241,7 @@ func fromSummary(s container.Summary) Container {
 // of labels.
 func (b *Backend) list(ctx context.Context, labels map[string]string) ([]Container, error) {
 	f := make(client.Filters).Add("label", LabelRun+"="+b.cfg.RunID)
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		f.Add("label", k+"="+labels[k])
 	}
 	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
@@ -292,7 +294,7 @@ func (b *Backend) FindTarget(ctx context.Context, labels map[string]string, name
 		if !all {
 			f.Add("label", LabelRun+"="+b.cfg.RunID)
 		}
-		for _, k := range sortedKeys(labels) {
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			f.Add("label", k+"="+labels[k])
 		}
 		if name != "" {

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,7 +94,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	}
 
 	// Sidecars first, so the workload starts with its roles in place.
-	for _, role := range sortedKeys(b.cfg.Roles) {
+	for _, role := range slices.Sorted(maps.Keys(b.cfg.Roles)) {
 		rs := b.cfg.Roles[role]
 		if !rs.sidecar() {
 			continue
@@ -257,7 +259,7 @@ func containerEnv(env, host []string) []string {
 		}
 		out = append(out, kv)
 	}
-	for _, k := range sortedKeys(override) {
+	for _, k := range slices.Sorted(maps.Keys(override)) {
 		out = append(out, k+"="+override[k])
 	}
 	return out
@@ -581,7 +583,7 @@ func (in *instance) Collect(ctx context.Context) error {
 	if err := in.b.saveLogs(ctx, id, filepath.Join(in.spec.LogDir, "container.log")); err != nil {
 		errs = append(errs, err)
 	}
-	for _, role := range sortedKeys(in.b.cfg.Roles) {
+	for _, role := range slices.Sorted(maps.Keys(in.b.cfg.Roles)) {
 		if !in.b.cfg.Roles[role].sidecar() {
 			continue
 		}
