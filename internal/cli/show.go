@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -179,7 +180,7 @@ func eventInWords(c *experiment.Check) string {
 		for k, v := range c.Where {
 			kv = append(kv, k+"="+v)
 		}
-		s += " with " + strings.Join(sortedStrings(kv), ", ")
+		s += " with " + strings.Join(slices.Sorted(slices.Values(kv)), ", ")
 	}
 	switch {
 	case c.Max != nil && *c.Max == 0:
@@ -243,7 +244,7 @@ func operationInWords(o *experiment.Operation) string {
 		for k, v := range o.With {
 			kv = append(kv, k+"="+v)
 		}
-		b.WriteString(", with " + strings.Join(sortedStrings(kv), ", "))
+		b.WriteString(", with " + strings.Join(slices.Sorted(slices.Values(kv)), ", "))
 	}
 	return b.String()
 }
@@ -309,16 +310,6 @@ func describeFlow(w io.Writer, indent string, x *experiment.Experiment, f *exper
 	}
 }
 
-func sortedStrings(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
-
 func labelsInWords(l map[string]string) string {
 	if len(l) == 0 {
 		return ""
@@ -327,5 +318,5 @@ func labelsInWords(l map[string]string) string {
 	for k, v := range l {
 		kv = append(kv, k+"="+v)
 	}
-	return "{" + strings.Join(sortedStrings(kv), ",") + "}"
+	return "{" + strings.Join(slices.Sorted(slices.Values(kv)), ",") + "}"
 }
