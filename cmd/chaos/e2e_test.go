@@ -25,7 +25,11 @@ import (
 // would, as a separate process that can be signalled.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"chaos": func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"chaos": func() {
+			dir, _ := os.Getwd()
+			os.Exit(cli.Main(cli.State{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+				Env: os.Environ(), Dir: dir, Signals: cli.OSSignals}))
+		},
 	})
 }
 
@@ -270,7 +274,8 @@ func TestExamplesValidate(t *testing.T) {
 			}
 			args = append(args, f)
 			var out, errb bytes.Buffer
-			code := cli.Main(args, strings.NewReader(""), &out, &errb)
+			wd, _ := os.Getwd()
+			code := cli.Main(cli.State{Args: args, Stdout: &out, Stderr: &errb, Env: os.Environ(), Dir: wd})
 			if code != 0 || !strings.HasPrefix(out.String(), "valid ") || strings.Contains(out.String(), "warning") {
 				t.Fatalf("chaos %s: exit %d\n%s%s", strings.Join(args, " "), code, out.String(), errb.String())
 			}

@@ -8,5 +8,12 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	dir, err := os.Getwd()
+	if err != nil {
+		dir = "."
+	}
+	os.Exit(cli.Main(cli.State{
+		Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Env: os.Environ(), Dir: dir, Signals: cli.OSSignals,
+	}))
 }

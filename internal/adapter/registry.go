@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"embed"
 	"fmt"
 	"maps"
 	"os"
@@ -9,25 +8,36 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
-//go:embed builtin/*.yaml
-var builtinFS embed.FS
+var (
+	builtinMu   sync.Mutex
+	builtinSrcs = map[string][]byte{}
+)
+
+// RegisterBuiltin adds an adapter compiled into the binary; backends
+// register the adapters they bring (package backend does it for them).
+func RegisterBuiltin(file string, data []byte) {
+	builtinMu.Lock()
+	defer builtinMu.Unlock()
+	if _, dup := builtinSrcs[file]; dup {
+		panic("adapter.RegisterBuiltin: " + file + " registered twice")
+	}
+	builtinSrcs[file] = data
+}
 
 // Builtins returns the adapters compiled into the binary, by id.
 func Builtins() map[string]*Adapter {
+	builtinMu.Lock()
+	defer builtinMu.Unlock()
 	out := map[string]*Adapter{}
-	entries, _ := builtinFS.ReadDir("builtin")
-	for _, e := range entries {
-		data, err := builtinFS.ReadFile("builtin/" + e.Name())
-		if err != nil {
-			panic(err)
-		}
-		a, ps := Parse("builtin:"+e.Name(), data)
+	for _, file := range slices.Sorted(maps.Keys(builtinSrcs)) {
+		a, ps := Parse("builtin:"+file, builtinSrcs[file])
 		if err := ps.Err(); err != nil {
-			panic(fmt.Sprintf("built-in adapter %s is invalid: %v", e.Name(), err))
+			panic(fmt.Sprintf("built-in adapter %s is invalid: %v", file, err))
 		}
 		a.Builtin = true
 		out[a.ID] = a
@@ -42,12 +52,13 @@ type Resolver struct {
 	Dirs []string
 }
 
-// DefaultDirs lists where adapters are looked for: $CHAOS_ADAPTERS_DIR,
-// ./adapters, and adapters/ beside and above the experiment file.
-func DefaultDirs(experimentFile string) []string {
+// DefaultDirs lists where adapters are looked for: the directories of
+// envDirs (the value of $CHAOS_ADAPTERS_DIR, a list like $PATH), ./adapters,
+// and adapters/ beside and above the experiment file.
+func DefaultDirs(experimentFile, envDirs string) []string {
 	var dirs []string
-	if env := os.Getenv("CHAOS_ADAPTERS_DIR"); env != "" {
-		dirs = append(dirs, filepath.SplitList(env)...)
+	if envDirs != "" {
+		dirs = append(dirs, filepath.SplitList(envDirs)...)
 	}
 	dirs = append(dirs, "adapters")
 	if experimentFile != "" {

@@ -1,13 +1,26 @@
-// Package backend is the small interface between the run engine and what an
-// instance is on one system: a local process, a container, a pod, or
-// whatever an adapter's hooks make. The engine composes the built-in faults
-// from these primitives, so every backend gets the same semantics.
+// Package backend is the seam between the run engine and the systems a run
+// touches. A backend is one package that registers itself here (see
+// registry.go): it makes instances (a local process, a container, a pod) and
+// acts on named targets and roles of the kinds it knows. Everything a fault
+// acts on is a Handle with the same few primitives, so each built-in fault
+// is written once (package fault) and means the same on every backend.
+//
+// The engine imports only this package: optional parts of a backend
+// (preflight checks, end-of-run captures, leak sweeps, targets, roles,
+// facts for manifest.json) are small interfaces found by type assertion.
 package backend
 
 import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/redact"
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/shell"
 )
 
 // State is an instance state, as the timeline records it.
@@ -35,9 +48,68 @@ func ParseState(s string) (State, bool) {
 	return Unknown, false
 }
 
-// ErrUnsupported is returned by an instance that cannot do a primitive;
-// binding makes such experiments n/a before they run.
+// ErrUnsupported is returned by a handle that cannot do a primitive;
+// binding makes experiments that would need it n/a before they run.
 var ErrUnsupported = errors.New("not supported by this backend")
+
+// Kind is what a handle is on its system: the type of an adapter's
+// targets and roles.
+type Kind string
+
+// Kinds of handles; they are the adapter manifest's target types.
+const (
+	Process   Kind = adapter.TypeProcess
+	Container Kind = adapter.TypeContainer
+	Pod       Kind = adapter.TypePod
+)
+
+// Down says how a handle is taken down.
+type Down struct {
+	// Grace > 0 stops it gracefully: SIGTERM (or the backend's
+	// equivalent), then a kill once Grace has passed. Zero kills at once.
+	Grace time.Duration
+	// Reason is the reason of the Pending state an instance shows while it
+	// is down (Restarting, Outage, CrashLoop).
+	Reason string
+}
+
+// Handle is anything a fault acts on: an instance, a role inside one (a
+// sidecar container), a named target (a process, containers, pods). Every
+// primitive returns once its effect holds, and is bounded by ctx.
+type Handle interface {
+	// Name is what the timeline calls it: an instance or target name, or
+	// instance/role.
+	Name() string
+	// ID is what its system calls it now: a pid, a container id, a pod.
+	ID() string
+	// Down takes it down and returns once nothing of it is left running.
+	Down(ctx context.Context, d Down) error
+	// Up starts it again in place after Down (same output, same container,
+	// a replacement pod) and returns once it has started.
+	Up(ctx context.Context) error
+	// Ready returns once it is ready after Up: healthy where the backend
+	// or adapter can tell, else running.
+	Ready(ctx context.Context) error
+	// Freeze stops it in place without ending it; Thaw resumes it.
+	Freeze(ctx context.Context) error
+	Thaw(ctx context.Context) error
+}
+
+// Instance is one instance of a workload.
+type Instance interface {
+	Handle
+	// Done is closed once the instance has ended for good (Succeeded or
+	// Failed, or deleted), never while it is down for a restart.
+	Done() <-chan struct{}
+	// Kill ends the instance at once, also while it is down; it ends
+	// Failed and is not started again.
+	Kill(ctx context.Context) error
+	// Collect leaves the instance's output in its OutputDir.
+	Collect(ctx context.Context) error
+	// Delete stops the instance if it still runs, removes it and closes
+	// Done.
+	Delete(ctx context.Context) error
+}
 
 // InstanceSpec is everything a backend needs to create one instance.
 type InstanceSpec struct {
@@ -57,43 +129,112 @@ type InstanceSpec struct {
 	OnState func(state State, reason string)
 }
 
-// Restart says how an instance is stopped and started again in place.
-type Restart struct {
-	// Graceful sends SIGTERM (or the backend's equivalent) and waits up to
-	// Grace before killing; otherwise the instance is killed at once.
-	Graceful bool
-	Grace    time.Duration
-	// Hold keeps the instance down this long before it starts again.
-	Hold time.Duration
-}
-
-// Instance is one running instance.
-type Instance interface {
-	// SystemID is what the system calls the instance (a pid, a container id).
-	SystemID() string
-	// Done is closed once the instance has ended for good (Succeeded or
-	// Failed), not while it is being restarted.
-	Done() <-chan struct{}
-	// Kill ends the instance at once; it ends Failed.
-	Kill(ctx context.Context) error
-	// Restart stops the instance and starts it again with the same output.
-	// The instance is Pending while it is down.
-	Restart(ctx context.Context, r Restart) error
-	Freeze(ctx context.Context) error
-	Thaw(ctx context.Context) error
-	// Collect leaves the instance's output in its OutputDir.
-	Collect(ctx context.Context) error
-	// Delete stops the instance if it still runs and removes it.
-	Delete(ctx context.Context) error
-}
-
-// Backend creates instances.
+// Backend is one opened backend: it makes the run's instances, when it is
+// the adapter's instance maker.
 type Backend interface {
 	Create(ctx context.Context, spec InstanceSpec) (Instance, error)
-	// Capture writes what this backend knows of the system at the end of the
-	// run into the run's system directory, for adapter checks to read.
-	Capture(ctx context.Context, systemDir string) error
+	// Close releases what the backend holds (connections, streams); it is
+	// called once, after cleanup.
 	Close() error
+}
+
+// Run is what a backend is opened with: the run it serves.
+type Run struct {
+	ID         string
+	Dir        *rundir.Dir
+	Start      time.Time
+	Adapter    *adapter.Adapter
+	Experiment *experiment.Experiment
+	// Env is the run's base environment, the one hooks get.
+	Env []string
+	// HostEnv is the harness's own environment.
+	HostEnv []string
+	// HookDir is where hooks run.
+	HookDir     string
+	HookTimeout time.Duration
+	// Sup supervises every process the run starts on this machine; Runner
+	// runs shell hooks under it.
+	Sup    *proc.Supervisor
+	Runner shell.Runner
+	Redact *redact.Redactor
+	// Record writes a timeline event; Errorf records a harness error (the
+	// verdict becomes ERROR); Logf writes a harness log line.
+	Record func(name string, fields ...rundir.Field)
+	Errorf func(format string, args ...any)
+	Logf   func(format string, args ...any)
+	// Expand replaces $VARS from Env.
+	Expand func(string) string
+}
+
+// HostPath expands $VARS in p from the run's environment and makes a
+// relative path relative to the directory hooks run in.
+func (r *Run) HostPath(p string) string {
+	p = r.Expand(p)
+	if p != "" && p[0] != '/' {
+		p = r.HookDir + "/" + p
+	}
+	return p
+}
+
+// Check is the outcome of one of a backend's own preflight checks.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// Preflighter is a backend with preflight checks of its own, run before
+// the adapter's: the engine is reachable, images are there.
+type Preflighter interface {
+	Preflight(ctx context.Context) []Check
+}
+
+// Capturer writes what the backend knows of the system at the end of the
+// run into the run's system directory, for adapter checks to read. It runs
+// after run-owned targets were stopped.
+type Capturer interface {
+	Capture(ctx context.Context, systemDir string) error
+}
+
+// Sweeper removes whatever of the run is still there once instances and
+// targets are gone, before the checks; what it cannot remove is an error.
+type Sweeper interface {
+	Sweep(ctx context.Context) error
+}
+
+// Describer gives facts about the backend for manifest.json: versions, and
+// the digest of every image the run used.
+type Describer interface {
+	Describe() (facts map[string]string, images map[string]string)
+}
+
+// Target is one named target of the adapter.
+type Target interface {
+	// Handles are what the target is now: one process, or every container
+	// or pod of the run that matches it.
+	Handles(ctx context.Context) ([]Handle, error)
+	// Start starts a target the run owns, before the flow, and returns
+	// once it is ready; Stop stops it after the flow.
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// TargetOpener is a backend that acts on named targets of its kinds.
+type TargetOpener interface {
+	OpenTarget(ctx context.Context, name string, spec *adapter.Target) (Target, error)
+}
+
+// RoleFinder is a backend whose instances have roles: parts of each
+// instance (sidecar containers, containers of a pod) faults can act on.
+type RoleFinder interface {
+	Roles(ctx context.Context, instance, role string) ([]Handle, error)
+}
+
+// OutputSizer is an instance that can tell the size of a file in its output
+// while it runs, so stall checks can watch it; instances whose output lives
+// on this machine need not implement it.
+type OutputSizer interface {
+	OutputSize(ctx context.Context, rel string) (int64, error)
 }
 
 // WrapperScript runs a workload's script inside an instance. It appends one
@@ -114,10 +255,3 @@ code=$?
 echo "$code" > "$out/.chaos/exit_code.tmp" && mv "$out/.chaos/exit_code.tmp" "$out/.chaos/exit_code"
 exit "$code"
 `
-
-// OutputSizer is an instance that can tell the size of a file in its output
-// while it runs, so stall checks can watch it; instances whose output lives
-// on this machine need not implement it.
-type OutputSizer interface {
-	OutputSize(ctx context.Context, rel string) (int64, error)
-}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
@@ -40,6 +41,9 @@ type Result struct {
 // Bind checks x against a. x must already be free of errors of its own.
 func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 	b := &binder{x: x, a: a, d: &manifest.Decoder{File: x.File, Positions: x.Positions}}
+	if _, err := backend.ForInstances(a); err != nil {
+		b.na(fmt.Sprintf("adapter %s: %v", a.ID, err))
+	}
 	for i := range x.Operations {
 		b.operation(fmt.Sprintf("operations[%d]", i), &x.Operations[i])
 	}
@@ -206,18 +210,12 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 			b.missing(p+".target.role", "adapter %s defines no role %q%s", a.ID, t.Role, manifest.DidYouMean(t.Role, slices.Sorted(maps.Keys(a.Roles))))
 			return
 		}
-		if a.Backend != adapter.BackendDocker {
-			b.na(fmt.Sprintf("operation %s: roles inside instances need the docker backend; %s is %s", o.Name, a.ID, a.Backend))
-			return
-		}
-		if r.Type != adapter.TypeContainer {
-			b.na(fmt.Sprintf("operation %s: role %s is a %s; on docker, roles are containers", o.Name, t.Role, r.Type))
-			return
-		}
 		if fault {
-			if why := FaultSupport(a, r.Type, r.Faults, o.Uses); why != "" {
+			if why := RoleFaultSupport(a, r, o.Uses); why != "" {
 				b.na(fmt.Sprintf("operation %s: %s on role %s: %s", o.Name, o.Uses, t.Role, why))
 			}
+		} else if why := roleSupport(a, r); why != "" {
+			b.na(fmt.Sprintf("operation %s: role %s: %s", o.Name, t.Role, why))
 		}
 	default:
 		if fault {
@@ -228,29 +226,21 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 	}
 }
 
-// typeFaults is what each backend can do to each kind of thing natively.
-var typeFaults = map[string][]string{
-	adapter.TypeProcess:   experiment.Faults,
-	adapter.TypeContainer: experiment.Faults,
-	adapter.TypePod:       {experiment.FaultKill, experiment.FaultRestart, experiment.FaultOutage, experiment.FaultRestartInPlace},
-}
-
-// typeBackend is the backend a target type needs; processes are signalled
-// by the harness itself and work on every backend.
-var typeBackend = map[string]string{
-	adapter.TypeContainer: adapter.BackendDocker,
-	adapter.TypePod:       adapter.BackendKubernetes,
-}
-
-// FaultSupport returns why fault cannot be applied to a thing of the given
-// type on adapter a, or "" when it can. declared narrows the faults the thing
-// supports when not empty.
+// FaultSupport returns why fault cannot be applied to a named target of
+// type typ on adapter a, or "" when it can. declared narrows the faults
+// the target supports when not empty.
 func FaultSupport(a *adapter.Adapter, typ string, declared []string, fault string) string {
-	if need, ok := typeBackend[typ]; ok && a.Backend != need {
+	r, ok := backend.ForKind(a, backend.OnTarget, backend.Kind(typ))
+	if !ok {
 		return fmt.Sprintf("the %s backend cannot act on a %s", a.Backend, typ)
 	}
-	if !slices.Contains(typeFaults[typ], fault) {
-		return fmt.Sprintf("a %s has no %s", typ, fault)
+	return support(a, r, backend.OnTarget, backend.Kind(typ), declared, fault)
+}
+
+// support asks backend r about fault, then the adapter's own list.
+func support(a *adapter.Adapter, r backend.Registration, on backend.On, k backend.Kind, declared []string, fault string) string {
+	if why := r.Supports(a, on, k, fault); why != "" {
+		return why
 	}
 	if len(declared) > 0 && !slices.Contains(declared, fault) {
 		return fmt.Sprintf("the adapter lists only %s for it", strings.Join(declared, ", "))
@@ -258,11 +248,31 @@ func FaultSupport(a *adapter.Adapter, typ string, declared []string, fault strin
 	return ""
 }
 
-// instanceType is what an instance is on each backend.
-var instanceType = map[string]string{
-	adapter.BackendProcess:    adapter.TypeProcess,
-	adapter.BackendDocker:     adapter.TypeContainer,
-	adapter.BackendKubernetes: adapter.TypePod,
+// roleSupport returns why roles of r's type cannot be acted on at all on
+// adapter a, or "" when they can: roles live inside the instances of the
+// adapter's own backend.
+func roleSupport(a *adapter.Adapter, r *adapter.Role) string {
+	if _, ok := backend.ForKind(a, backend.OnRole, backend.Kind(r.Type)); ok {
+		return ""
+	}
+	if reg, ok := backend.Lookup(a.Backend); ok && len(reg.Roles) > 0 {
+		var kinds []string
+		for _, k := range reg.Roles {
+			kinds = append(kinds, string(k))
+		}
+		return fmt.Sprintf("the role is a %s; on %s, roles are %s", r.Type, a.Backend, strings.Join(kinds, ", "))
+	}
+	return fmt.Sprintf("the %s backend of adapter %s has no roles inside instances", a.Backend, a.ID)
+}
+
+// RoleFaultSupport returns why fault cannot be applied to role r on
+// adapter a, or "" when it can.
+func RoleFaultSupport(a *adapter.Adapter, r *adapter.Role, fault string) string {
+	if why := roleSupport(a, r); why != "" {
+		return why
+	}
+	reg, _ := backend.ForKind(a, backend.OnRole, backend.Kind(r.Type))
+	return support(a, reg, backend.OnRole, backend.Kind(r.Type), r.Faults, fault)
 }
 
 // InstanceFaultSupport returns why fault cannot be applied to workload
@@ -271,18 +281,15 @@ func InstanceFaultSupport(a *adapter.Adapter, fault string) string {
 	if why, ok := a.Unsupported[fault]; ok {
 		return why
 	}
-	if a.Instance.HasHooks() {
-		return "instances are made by the adapter's hooks, so the harness cannot act on them directly; target a role or named target instead"
-	}
-	typ, ok := instanceType[a.Backend]
-	if !ok {
-		return fmt.Sprintf("the %s backend has no native instances", a.Backend)
+	r, err := backend.ForInstances(a)
+	if err != nil {
+		return err.Error()
 	}
 	var declared []string
 	if a.Instance != nil {
 		declared = a.Instance.Faults
 	}
-	return FaultSupport(a, typ, declared, fault)
+	return support(a, r, backend.OnInstances, r.Instances, declared, fault)
 }
 
 func hasStep(steps []experiment.Step, name string) bool {

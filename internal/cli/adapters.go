@@ -19,7 +19,7 @@ $CHAOS_ADAPTERS_DIR and ./adapters, then the adapters built into the binary.
 --show ID prints one adapter's manifest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r := resolverFor("", adaptersDir)
+			r := s.resolverFor("", adaptersDir)
 			if showID != "" {
 				a, ps := r.Resolve(showID)
 				if ps.Err() != nil {

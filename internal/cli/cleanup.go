@@ -5,21 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 func init() { extraCommands = append(extraCommands, newCleanupCmd) }
 
-// cleanupBackends remove what a run left behind on other backends (docker
-// containers by label); each returns a line per thing removed.
-var cleanupBackends []func(ctx context.Context, runID string, dryRun bool) ([]string, error)
-
 func newCleanupCmd(s *streams) *cobra.Command {
 	var dryRun bool
+	var only string
 	cmd := &cobra.Command{
 		Use:   "cleanup [RUN|RUN-ID...]",
 		Short: "Remove what interrupted runs left behind",
@@ -29,9 +28,12 @@ backends that label what they create, its containers.
 
 With RUN (a run directory or a run id), only that run's leftovers. With no
 argument, the leftovers of every run whose harness process is gone; what a
-live run owns is never touched. --dry-run lists the processes it would kill
-and removes nothing; containers are found only by removing them, so a dry
-run does not list them.`,
+live run owns is never touched. --backend NAME looks only at that backend's
+leftovers. --dry-run lists the processes it would kill and removes nothing;
+containers are found only by removing them, so a dry run does not list them.
+
+Exit codes: 0 done (also when nothing was left); 2 a RUN that is neither a
+run directory nor a run id, or something that could not be removed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {
@@ -39,68 +41,79 @@ run does not list them.`,
 			}
 			var ids []string
 			for _, a := range args {
-				ids = append(ids, runIDOf(a))
+				id, err := runIDOf(a)
+				if err != nil {
+					return withCode(ExitError, err.Error())
+				}
+				ids = append(ids, id)
 			}
-			marked, err := proc.ListMarked("CHAOS_RUN_ID")
-			if err != nil {
-				return withCode(ExitError, fmt.Sprintf("listing processes: %v", err))
+			if only != "" {
+				if r, ok := backend.Lookup(only); !ok || r.Cleanup == nil {
+					return withCode(ExitError, fmt.Sprintf("--backend %s: no such backend cleans up (these do: %s)", only, strings.Join(cleaners(), ", ")))
+				}
 			}
-			want := map[string]bool{}
-			for _, id := range ids {
-				want[id] = true
+			failed := false
+			if len(ids) == 0 {
+				ids = []string{""}
 			}
 			found := 0
-			for _, m := range marked {
-				switch {
-				case len(ids) > 0 && !want[m.RunID]:
-					continue
-				case len(ids) == 0 && (m.HarnessPid == 0 || proc.Alive(m.HarnessPid)):
-					continue // its harness still runs, or it is not the harness's
-				}
-				found++
-				verb := "killed"
-				if dryRun {
-					verb = "would kill"
-				} else if err := proc.KillMarked(m.Pid, "CHAOS_RUN_ID="+m.RunID); err != nil {
-					fmt.Fprintf(s.err, "run %s: pid %d: %v\n", m.RunID, m.Pid, err)
+			for _, r := range backend.All() {
+				if r.Cleanup == nil || (only != "" && r.Name != only) {
 					continue
 				}
-				fmt.Fprintf(s.out, "%s pid %d (%s) of run %s\n", verb, m.Pid, m.Cmdline, m.RunID)
-			}
-			targets := ids
-			if len(targets) == 0 {
-				targets = []string{""}
-			}
-			for _, clean := range cleanupBackends {
-				for _, id := range targets {
-					lines, err := clean(ctx, id, dryRun)
-					for _, l := range lines {
+				for _, id := range ids {
+					err := r.Cleanup(ctx, id, dryRun, func(what string) {
 						found++
-						fmt.Fprintln(s.out, l)
-					}
+						fmt.Fprintln(s.out, what)
+					})
 					if err != nil {
-						fmt.Fprintf(s.err, "%v\n", err)
+						failed = true
+						fmt.Fprintf(s.err, "chaos: cleanup (%s): %v\n", r.Name, err)
 					}
 				}
 			}
-			if found == 0 {
+			if found == 0 && !failed {
 				fmt.Fprintln(s.out, "nothing left behind")
+			}
+			if failed {
+				return withCode(ExitError, "")
 			}
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be removed, remove nothing")
+	cmd.Flags().StringVar(&only, "backend", "", "only this backend's leftovers ("+strings.Join(cleaners(), ", ")+")")
 	return cmd
 }
 
+// cleaners lists the backends that clean up after interrupted runs.
+func cleaners() []string {
+	var out []string
+	for _, r := range backend.All() {
+		if r.Cleanup != nil {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// runIDPattern is the form of a run id: UTC start time, four hex digits.
+var runIDPattern = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{4}$`)
+
 // runIDOf turns a run directory or a run id into the run id.
-func runIDOf(arg string) string {
+func runIDOf(arg string) (string, error) {
 	if st, err := os.Stat(arg); err == nil && st.IsDir() {
 		var m rundir.Manifest
-		if rundir.ReadJSON(filepath.Join(arg, "manifest.json"), &m) == nil && m.RunID != "" {
-			return m.RunID
+		if rundir.ReadJSON(filepath.Join(arg, "manifest.json"), &m) == nil && runIDPattern.MatchString(m.RunID) {
+			return m.RunID, nil
 		}
-		return filepath.Base(filepath.Clean(arg))
+		if base := filepath.Base(filepath.Clean(arg)); runIDPattern.MatchString(base) {
+			return base, nil
+		}
+		return "", fmt.Errorf("%s is a directory but not a run directory: it has no manifest.json naming a run id, and its name is not one", arg)
 	}
-	return arg
+	if !runIDPattern.MatchString(arg) {
+		return "", fmt.Errorf("%s is neither a run directory nor a run id (run ids look like 20261029T112646Z-2f79)", arg)
+	}
+	return arg, nil
 }

@@ -42,23 +42,20 @@ func alive(c *exec.Cmd) bool {
 func TestCleanupRemovesOnlyLeftovers(t *testing.T) {
 	// Processes only: a cleanup of every dead run would also reach the
 	// containers other packages' tests are making at the same time.
-	saved := cleanupBackends
-	cleanupBackends = nil
-	t.Cleanup(func() { cleanupBackends = saved })
 	orphan := startMarked(t, "20990101T000000Z-dead", deadPid(t))
 	live := startMarked(t, "20990101T000000Z-live", os.Getpid())
 	other := startMarked(t, "20990101T000000Z-othr", deadPid(t))
 	time.Sleep(100 * time.Millisecond)
 
 	var out, errb bytes.Buffer
-	if code := Main([]string{"cleanup", "--dry-run", "20990101T000000Z-dead"}, nil, &out, &errb); code != 0 || !alive(orphan) {
+	if code := mainTest([]string{"cleanup", "--backend", "process", "--dry-run", "20990101T000000Z-dead"}, nil, &out, &errb); code != 0 || !alive(orphan) {
 		t.Fatalf("dry run: exit %d, orphan alive %v: %s%s", code, alive(orphan), out.String(), errb.String())
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("would kill pid %d", orphan.Process.Pid)) {
 		t.Fatalf("dry run output:\n%s", out.String())
 	}
 	out.Reset()
-	if code := Main([]string{"cleanup", "20990101T000000Z-dead"}, nil, &out, &errb); code != 0 {
+	if code := mainTest([]string{"cleanup", "--backend", "process", "20990101T000000Z-dead"}, nil, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -67,7 +64,7 @@ func TestCleanupRemovesOnlyLeftovers(t *testing.T) {
 	}
 	// With no argument: every run whose harness is gone, never a live one.
 	out.Reset()
-	Main([]string{"cleanup"}, nil, &out, &errb)
+	mainTest([]string{"cleanup", "--backend", "process"}, nil, &out, &errb)
 	time.Sleep(100 * time.Millisecond)
 	if alive(other) || !alive(live) {
 		t.Fatalf("after cleanup of all: other run alive %v, live run alive %v\n%s", alive(other), alive(live), out.String())
@@ -79,13 +76,13 @@ func TestProvisionRunsTheHook(t *testing.T) {
 	f := dir + "/p.yaml"
 	os.WriteFile(f, []byte("apiVersion: chaos/v1alpha1\nid: p\nbackend: process\nenv: {WHERE: there}\nprovision: echo provisioned $CHAOS_ADAPTER $WHERE\ndeprovision: exit 4\n"), 0o644)
 	var out, errb bytes.Buffer
-	if code := Main([]string{"provision", f}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "provisioned p there") {
+	if code := mainTest([]string{"provision", f}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "provisioned p there") {
 		t.Fatalf("provision: exit %d: %q %q", code, out.String(), errb.String())
 	}
-	if code := Main([]string{"deprovision", f}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "deprovision hook of p exited 4") {
+	if code := mainTest([]string{"deprovision", f}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "deprovision hook of p exited 4") {
 		t.Fatalf("deprovision: exit %d: %q", code, errb.String())
 	}
-	if code := Main([]string{"provision", "local"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "has no provision hook") {
+	if code := mainTest([]string{"provision", "local"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "has no provision hook") {
 		t.Fatalf("local has no provision hook: exit %d: %q", code, errb.String())
 	}
 }

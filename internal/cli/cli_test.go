@@ -23,7 +23,7 @@ func chaos(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	t.Setenv("CHAOS_ADAPTERS_DIR", "")
 	var out, errb bytes.Buffer
-	code = Main(args, strings.NewReader(""), &out, &errb)
+	code = mainTest(args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
@@ -344,7 +344,7 @@ func TestAdapters(t *testing.T) {
 	if code != 0 || out != "docker               docker     Docker containers (built in)\nlocal                process    Local processes (built in)\n" {
 		t.Errorf("adapters with none found: exit %d\n%s", code, out)
 	}
-	local, err := os.ReadFile("../adapter/builtin/local.yaml")
+	local, err := os.ReadFile("../backend/local/local.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

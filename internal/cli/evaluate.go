@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
-	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/redact"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/verdict"
 )
@@ -42,7 +40,7 @@ too; a run whose timeline has no run.finished event is ERROR.
 Exit code: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := s.signalContext()
 			defer stop()
 			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef, junitFile)
 		},
@@ -113,7 +111,7 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 
 	v, err := verdict.Evaluate(ctx, d, x, a, verdict.Options{
 		By:  verdict.ByEvaluate,
-		Env: os.Environ(),
+		Env: s.st.Env,
 	})
 	if err != nil {
 		return withCode(ExitError, fmt.Sprintf("evaluating %s: %v", runPath, err))
@@ -127,7 +125,7 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 	if a != nil {
 		adapterEnv = a.Env
 	}
-	engine.NewRedactorFor(os.Environ(), adapterEnv, x.Env).RedactVerdict(v)
+	redact.For(s.st.Env, adapterEnv, x.Env).Verdict(v)
 	fmt.Fprintf(s.out, "  evaluated with %s (sha256 %s) and %s\n", x.File, evalSHA12(x.SHA256), adapterPart)
 	verdict.Print(s.out, v)
 	abs, err := filepath.Abs(d.Root)

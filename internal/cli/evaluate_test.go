@@ -64,7 +64,7 @@ func evalRun(t *testing.T, code *int, extra func(r *vt.Run), finished bool) *run
 func evalMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code = Main(args, strings.NewReader(""), &out, &errb)
+	code = mainTest(args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }
 

@@ -22,13 +22,13 @@ expectations:
 `), 0o644)
 	var out, errb bytes.Buffer
 	runXML := filepath.Join(dir, "run.xml")
-	if code := Main([]string{"run", "--plain", "--adapter", "local", "--runs-dir", filepath.Join(dir, "runs"), "--settle", "0s", "--junit", runXML, exp}, nil, &out, &errb); code != 0 {
+	if code := mainTest([]string{"run", "--plain", "--adapter", "local", "--runs-dir", filepath.Join(dir, "runs"), "--settle", "0s", "--junit", runXML, exp}, nil, &out, &errb); code != 0 {
 		t.Fatalf("run: exit %d\n%s\n%s", code, out.String(), errb.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	run := lines[len(lines)-1]
 	evalXML := filepath.Join(dir, "eval.xml")
-	if code := Main([]string{"evaluate", "--junit", evalXML, run}, nil, &out, &errb); code != 0 {
+	if code := mainTest([]string{"evaluate", "--junit", evalXML, run}, nil, &out, &errb); code != 0 {
 		t.Fatalf("evaluate: exit %d\n%s", code, errb.String())
 	}
 	for _, f := range []string{runXML, evalXML} {

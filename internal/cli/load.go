@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -118,8 +117,8 @@ func printProblems(w io.Writer, indent string, ps manifest.Problems) {
 }
 
 // resolverFor returns the adapter resolver for an experiment file.
-func resolverFor(experimentFile, adaptersDir string) adapter.Resolver {
-	dirs := adapter.DefaultDirs(experimentFile)
+func (s *streams) resolverFor(experimentFile, adaptersDir string) adapter.Resolver {
+	dirs := adapter.DefaultDirs(experimentFile, s.getenv("CHAOS_ADAPTERS_DIR"))
 	if adaptersDir != "" {
 		dirs = append([]string{adaptersDir}, dirs...)
 	}
@@ -141,7 +140,7 @@ func loadPair(s *streams, ref, dir, adapterRef, adaptersDir string) (*experiment
 	if adapterRef == "" {
 		return nil, nil, withCode(ExitError, fmt.Sprintf("%s has no default-adapter: name one with --adapter", x.File))
 	}
-	a, aps := resolverFor(x.File, adaptersDir).Resolve(adapterRef)
+	a, aps := s.resolverFor(x.File, adaptersDir).Resolve(adapterRef)
 	if aps.Err() != nil {
 		printProblems(s.err, "", aps)
 		return nil, nil, withCode(ExitError, "")
@@ -169,12 +168,15 @@ func printNA(s *streams, x *experiment.Experiment, a *adapter.Adapter, reasons [
 	}
 }
 
-// signalContext is cancelled by Ctrl-C, SIGTERM or SIGHUP, with the
-// signal's name as the cause, so an aborted run can say what stopped it.
-func signalContext() (context.Context, func()) {
+// signalContext is cancelled by the first signal of the state (Ctrl-C,
+// SIGTERM or SIGHUP), with the signal's name as the cause, so an aborted
+// run can say what stopped it.
+func (s *streams) signalContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	if s.st.Signals == nil {
+		return ctx, func() { cancel(nil) }
+	}
+	ch, stop := s.st.Signals()
 	go func() {
 		select {
 		case sig := <-ch:
@@ -187,7 +189,7 @@ func signalContext() (context.Context, func()) {
 		}
 	}()
 	return ctx, func() {
-		signal.Stop(ch)
+		stop()
 		cancel(nil)
 	}
 }

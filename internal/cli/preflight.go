@@ -28,9 +28,9 @@ Exit codes: 0 every check passed (or n/a); 2 a check failed or input is invalid.
 			if err != nil {
 				return err
 			}
-			ctx, stop := signalContext()
+			ctx, stop := s.signalContext()
 			defer stop()
-			results, na, err := engine.Preflight(ctx, engine.Config{Experiment: x, Adapter: a, Log: s.err})
+			results, na, err := engine.Preflight(ctx, engine.Config{Experiment: x, Adapter: a, Log: s.err, Env: s.st.Env, WorkDir: s.st.Dir})
 			if err != nil {
 				return bindFailure(s, x, a, err)
 			}

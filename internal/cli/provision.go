@@ -1,12 +1,8 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +37,7 @@ provisions anything: run preflight afterwards to check the system is ready.
 Exit codes: 0 the hook succeeded; 2 it failed or the adapter has no such hook.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, ps := resolverFor("", adaptersDir).Resolve(args[0])
+			a, ps := s.resolverFor("", adaptersDir).Resolve(args[0])
 			if ps.Err() != nil {
 				printProblems(s.err, "", ps)
 				return withCode(ExitError, "")
@@ -57,12 +53,12 @@ Exit codes: 0 the hook succeeded; 2 it failed or the adapter has no such hook.`,
 			if !a.Builtin {
 				dir, _ = filepath.Abs(filepath.Dir(a.File))
 			}
-			env := os.Environ()
+			env := s.st.Env
 			for k, v := range a.Env {
 				env = append(env, k+"="+v)
 			}
 			env = append(env, "CHAOS_ADAPTER="+a.ID, "CHAOS_ADAPTER_DIR="+dir)
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+			ctx, stop := s.signalContext()
 			defer stop()
 			res, err := shell.Runner{}.Run(ctx, shell.Spec{Name: a.ID + " " + which + " hook", Script: script, Env: env, Timeout: timeout, Log: s.out})
 			if err != nil {

@@ -34,7 +34,7 @@ func TestReportCommand(t *testing.T) {
 	d := r.Write()
 
 	var out, errb strings.Builder
-	code := Main([]string{"report", d.Root}, strings.NewReader(""), &out, &errb)
+	code := mainTest([]string{"report", d.Root}, strings.NewReader(""), &out, &errb)
 	if code != ExitOK {
 		t.Fatalf("chaos report: exit %d, stderr:\n%s", code, errb.String())
 	}
@@ -56,7 +56,7 @@ func TestReportCommand(t *testing.T) {
 func TestReportCommandNotARun(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb strings.Builder
-	code := Main([]string{"report", dir}, strings.NewReader(""), &out, &errb)
+	code := mainTest([]string{"report", dir}, strings.NewReader(""), &out, &errb)
 	if code != ExitError {
 		t.Errorf("chaos report on an empty directory: exit %d, want %d", code, ExitError)
 	}
@@ -69,7 +69,7 @@ func TestReportCommandNotARun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "report.html")); err == nil {
 		t.Error("report.html was written into a directory that is not a run")
 	}
-	if code := Main([]string{"report"}, strings.NewReader(""), &out, &errb); code != ExitError {
+	if code := mainTest([]string{"report"}, strings.NewReader(""), &out, &errb); code != ExitError {
 		t.Errorf("chaos report with no RUN: exit %d, want %d", code, ExitError)
 	}
 }

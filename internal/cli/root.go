@@ -7,8 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/chaos-harness/chaos/internal/envvar"
+	// Every built-in backend, registered.
+	_ "github.com/chaos-harness/chaos/internal/backend/all"
 )
 
 // Exit codes, the same for every command.
@@ -34,20 +42,55 @@ func (e *exitError) Error() string { return e.msg }
 // prints nothing.
 func withCode(code int, msg string) error { return &exitError{code: code, msg: msg} }
 
-// streams are the I/O a command uses.
+// State is everything the CLI takes from the process it runs in: its
+// arguments, streams, environment, working directory and signals. Main gets
+// it injected (k6's global state is the model), so the whole CLI runs
+// in-process in tests and nothing below Main reads os.Args, the process
+// environment or its signals.
+type State struct {
+	Args           []string
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Env is the environment, as os.Environ() gives it.
+	Env []string
+	// Dir is the working directory: where hooks run and relative default
+	// directories (runs/, experiments/) are found.
+	Dir string
+	// Signals subscribes to Ctrl-C, SIGTERM and SIGHUP for a command that
+	// handles them (run, evaluate, provision); the returned func ends the
+	// subscription. Commands that do not subscribe keep the default (a
+	// signal ends the process). Nil means no signal ever comes.
+	Signals func() (<-chan os.Signal, func())
+}
+
+// OSSignals is State.Signals for the process's own signals.
+func OSSignals() (<-chan os.Signal, func()) {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	return c, func() { signal.Stop(c) }
+}
+
+// streams is what a command uses of the state.
 type streams struct {
 	in       io.Reader
 	out, err io.Writer
+	st       *State
 }
 
-// Main runs the CLI with args and returns the exit code.
-func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	s := &streams{in: stdin, out: stdout, err: stderr}
+// getenv returns the value of name in the injected environment.
+func (s *streams) getenv(name string) string { return envvar.Get(s.st.Env, name) }
+
+// Main runs the CLI and returns the exit code.
+func Main(st State) int {
+	if st.Stdin == nil {
+		st.Stdin = strings.NewReader("")
+	}
+	s := &streams{in: st.Stdin, out: st.Stdout, err: st.Stderr, st: &st}
 	root := newRoot(s)
-	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetArgs(st.Args)
+	root.SetIn(st.Stdin)
+	root.SetOut(st.Stdout)
+	root.SetErr(st.Stderr)
 	err := root.Execute()
 	if err == nil {
 		return ExitOK
@@ -55,12 +98,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(stderr, "chaos:", ee.msg)
+			fmt.Fprintln(st.Stderr, "chaos:", ee.msg)
 		}
 		return ee.code
 	}
 	// Cobra's own errors (unknown flag, wrong argument count) are usage errors.
-	fmt.Fprintln(stderr, "chaos:", err)
+	fmt.Fprintln(st.Stderr, "chaos:", err)
 	return ExitError
 }
 

@@ -10,10 +10,14 @@ import (
 	"golang.org/x/term"
 
 	"github.com/chaos-harness/chaos/internal/engine"
+	"github.com/chaos-harness/chaos/internal/evidence"
 	"github.com/chaos-harness/chaos/internal/junit"
 	"github.com/chaos-harness/chaos/internal/progress"
+	"github.com/chaos-harness/chaos/internal/report"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
+	"github.com/chaos-harness/chaos/internal/stats"
+	"github.com/chaos-harness/chaos/internal/verdict"
 )
 
 func init() { extraCommands = append(extraCommands, newRunCmd) }
@@ -46,10 +50,10 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 			if err != nil {
 				return err
 			}
-			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Out: s.out, Args: os.Args[1:], OTLPGRPC: otlpGRPC, OTLPHTTP: otlpHTTP}
+			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir, OTLPGRPC: otlpGRPC, OTLPHTTP: otlpHTTP}
 			cfg.RunsDir = runsDir
 			if cfg.RunsDir == "" {
-				cfg.RunsDir = runsDirDefault()
+				cfg.RunsDir = s.runsDirDefault()
 			}
 			if seed != "" {
 				n, err := strconv.ParseUint(seed, 10, 64)
@@ -72,11 +76,14 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				}
 				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
 			}
-			ctx, stop := signalContext()
+			ctx, stop := s.signalContext()
 			defer stop()
 			out, err := engine.Run(ctx, cfg)
 			if err != nil {
 				return bindFailure(s, x, a, err)
+			}
+			if out.Verdict != nil {
+				afterRun(s, cfg.RunsDir, out)
 			}
 			if out.Verdict == nil && len(out.NA) > 0 {
 				printNA(s, x, a, out.NA)
@@ -118,11 +125,39 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 }
 
 // runsDirDefault is $CHAOS_RUNS_DIR, else ./runs.
-func runsDirDefault() string {
-	if d := os.Getenv("CHAOS_RUNS_DIR"); d != "" {
+func (s *streams) runsDirDefault() string {
+	if d := s.getenv("CHAOS_RUNS_DIR"); d != "" {
 		return d
 	}
 	return defaultRunsDir
+}
+
+// afterRun writes what comes from a finished run directory, in one place:
+// the ledger line, report.html, evidence.md for a run that did not pass,
+// and prints the check block, the verdict and the run directory. What it
+// cannot write is said on standard error; the verdict stands.
+func afterRun(s *streams, runsDir string, out *engine.Outcome) {
+	root := out.Dir.Root
+	if entry, err := stats.Read(root); err == nil {
+		if err := stats.Append(runsDir, entry); err != nil {
+			fmt.Fprintf(s.err, "chaos: ledger not written: %v\n", err)
+		}
+	}
+	if rv, err := runview.Load(root); err != nil {
+		fmt.Fprintf(s.err, "chaos: report.html not written: %v\n", err)
+	} else {
+		if err := report.WriteFile(rv); err != nil {
+			fmt.Fprintf(s.err, "chaos: report.html not written: %v\n", err)
+		}
+		// A run that did not pass gets the page to attach to a bug report.
+		if out.Verdict.Verdict != rundir.VerdictPass {
+			if err := evidence.WriteFile(rv); err != nil {
+				fmt.Fprintf(s.err, "chaos: evidence.md not written: %v\n", err)
+			}
+		}
+	}
+	verdict.Print(s.out, out.Verdict)
+	fmt.Fprintln(s.out, root)
 }
 
 // writeJUnit writes a verdict as JUnit XML, reading the run for its

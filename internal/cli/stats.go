@@ -31,7 +31,7 @@ and, where a flaky check was seen in exactly two groups (say two builds with
 			}
 			paths := args
 			if len(paths) == 0 {
-				paths = []string{runsDirDefault()}
+				paths = []string{s.runsDirDefault()}
 			}
 			entries, err := stats.Collect(paths)
 			if err != nil {

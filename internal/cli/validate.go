@@ -88,7 +88,7 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool) bo
 		return false
 	}
 	warnings := ps
-	r := resolverFor(file, adaptersDir)
+	r := s.resolverFor(file, adaptersDir)
 	var adapters []*adapter.Adapter
 	switch {
 	case all:

@@ -1,6 +1,8 @@
 // Package engine runs one experiment on one adapter: preflight, observers,
 // the flow with its operations, collection and cleanup, checks and the
-// verdict, writing everything into the run directory as it happens.
+// verdict, writing everything into the run directory as it happens. It
+// knows no backend: what instances and targets are comes from package
+// backend, what a fault does from package fault.
 package engine
 
 import (
@@ -22,22 +24,17 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
-	"github.com/chaos-harness/chaos/internal/backend/docker"
-	"github.com/chaos-harness/chaos/internal/backend/hooks"
-	"github.com/chaos-harness/chaos/internal/backend/local"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/buildinfo"
-	"github.com/chaos-harness/chaos/internal/evidence"
+	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/observe"
 	"github.com/chaos-harness/chaos/internal/otlp"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/progress"
-	"github.com/chaos-harness/chaos/internal/report"
+	"github.com/chaos-harness/chaos/internal/redact"
 	"github.com/chaos-harness/chaos/internal/rundir"
-	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/shell"
-	"github.com/chaos-harness/chaos/internal/stats"
 	"github.com/chaos-harness/chaos/internal/verdict"
 )
 
@@ -55,17 +52,19 @@ type Config struct {
 	Log io.Writer
 	// Progress, when set, shows the run live instead of plain Log lines.
 	Progress *progress.Display
-	// Out receives the check block, the verdict and the run directory.
-	Out io.Writer
 	// Args is the command line, recorded in manifest.json.
 	Args []string
+	// Env is the harness's environment (os.Environ() when nil); WorkDir is
+	// where hooks, preflight checks and watchers run (the working
+	// directory when empty), so an adapter's relative paths mean what they
+	// mean to its author at the shell.
+	Env     []string
+	WorkDir string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// OTLPGRPC and OTLPHTTP, when set, turn on the built-in OTLP receiver
 	// on these addresses (overriding the adapter's otlp section).
 	OTLPGRPC, OTLPHTTP string
-	// Backend, when set, replaces the backend the adapter names (tests).
-	Backend backend.Backend
 }
 
 // Outcome is what a run ended with.
@@ -98,13 +97,15 @@ type engine struct {
 	seed   uint64
 	sup    *proc.Supervisor
 	runner shell.Runner
-	be     backend.Backend
-	reg    *registry
-	redact *Redactor
+	redact *redact.Redactor
+	brun   *backend.Run
 
-	targets map[string]*targetHandle
-	// ctargets are the named container targets.
-	ctargets map[string]*targetHandle
+	// be makes the instances; opened holds every backend opened for the
+	// run, by name, in the order they were opened.
+	be      backend.Backend
+	opened  []openedBackend
+	targets map[string]backend.Target
+	reg     *registry
 
 	mu       sync.Mutex
 	errs     []string
@@ -112,16 +113,17 @@ type engine struct {
 	reverts  []*revert
 	aborted  string
 	baseEnv  []string
-	runSh    map[string][2]string // workload -> run.sh, wrapper.sh
-	collectL *os.File
 	hub      *observe.Hub
 	watchers []*observe.Watcher
 	scrapers []*observe.Scraper
 	states   stateHub
 	otlp     *otlp.Receiver
 	otlpOut  *os.File
-	docker   *docker.Backend
-	closers  []func() error
+}
+
+type openedBackend struct {
+	name string
+	b    backend.Backend
 }
 
 // revert undoes an operation that is still active.
@@ -135,21 +137,11 @@ type revert struct {
 
 // Run runs the experiment. ctx's cancellation (Ctrl-C) aborts the run: the
 // engine still reverts every operation, removes every instance and writes a
-// complete run directory with the verdict ERROR.
+// complete run directory with the verdict ERROR. What is written from the
+// finished run directory (report, ledger, JUnit) is the caller's.
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
-	x, a := cfg.Experiment, cfg.Adapter
-	res := binding.Bind(x, a)
-	switch res.Status {
-	case binding.Invalid:
-		return nil, res.Problems
-	case binding.NA:
-		return &Outcome{NA: res.Reasons}, nil
-	}
-	if pod := podOperation(x, a); pod != "" && cfg.Backend == nil {
-		return nil, fmt.Errorf("operation %s acts on pods, and this build has no kubernetes backend to act on them with", pod)
-	}
-	if cfg.Backend == nil && !a.Instance.HasHooks() && a.Backend != adapter.BackendProcess && !backendBuilt(a.Backend) {
-		return nil, fmt.Errorf("adapter %s: backend %s is not available in this build; give the adapter instance hooks, or use the process backend", a.ID, a.Backend)
+	if na, err := bind(cfg); err != nil || na != nil {
+		return &Outcome{NA: na}, err
 	}
 	now := time.Now
 	if cfg.Now != nil {
@@ -157,37 +149,82 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	start := now()
 	runID := rundir.NewRunID(start)
-	dir, err := rundir.Create(cfg.RunsDir, x.ID, runID)
+	dir, err := rundir.Create(cfg.RunsDir, cfg.Experiment.ID, runID)
 	if err != nil {
 		return nil, err
 	}
+	e, err := newEngine(cfg, dir, runID, start)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.Progress != nil:
+		cfg.Progress.Printf("%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
+		e.rec.AddSink(cfg.Progress.Event)
+		cfg.Progress.Start(start)
+	case cfg.Log != nil:
+		fmt.Fprintf(cfg.Log, "%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
+		e.logTo(cfg.Log)
+	}
+	v, err := e.run(ctx)
+	e.rec.Close()
+	if cfg.Progress != nil {
+		cfg.Progress.Stop()
+	}
+	if err != nil {
+		return &Outcome{Dir: e.dir}, err
+	}
+	return &Outcome{Verdict: v, Dir: e.dir}, nil
+}
+
+// bind checks the experiment against the adapter: the problems of an
+// invalid pair, or the reasons an experiment is n/a there.
+func bind(cfg Config) (na []string, err error) {
+	res := binding.Bind(cfg.Experiment, cfg.Adapter)
+	switch res.Status {
+	case binding.Invalid:
+		return nil, res.Problems
+	case binding.NA:
+		return res.Reasons, nil
+	}
+	return nil, nil
+}
+
+// newEngine prepares a run in dir: its recorder, process supervisor and
+// environment. Run and Preflight share it.
+func newEngine(cfg Config, dir *rundir.Dir, runID string, start time.Time) (*engine, error) {
+	abs, err := filepath.Abs(dir.Root)
+	if err != nil {
+		return nil, err
+	}
+	dir = &rundir.Dir{Root: abs}
 	rec, err := rundir.NewRecorder(dir, start)
 	if err != nil {
 		return nil, err
 	}
-	e := &engine{cfg: cfg, x: x, a: a, dir: dir, rec: rec, runID: runID, targets: map[string]*targetHandle{}, ctargets: map[string]*targetHandle{}, opRuns: map[string]int{}, runSh: map[string][2]string{}}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.WorkDir == "" {
+		if cfg.WorkDir, err = os.Getwd(); err != nil {
+			cfg.WorkDir = abs
+		}
+	}
+	e := &engine{cfg: cfg, x: cfg.Experiment, a: cfg.Adapter, dir: dir, rec: rec, runID: runID,
+		targets: map[string]backend.Target{}, opRuns: map[string]int{}}
 	if cfg.Seed != nil {
 		e.seed = *cfg.Seed
 	} else {
 		e.seed = rand.Uint64() >> 11 // fits a JSON number exactly
 	}
-	switch {
-	case cfg.Progress != nil:
-		cfg.Progress.Printf("%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
-		rec.AddSink(cfg.Progress.Event)
-		cfg.Progress.Start(start)
-	case cfg.Log != nil:
-		fmt.Fprintf(cfg.Log, "%s run %s -> %s\n", rundir.LogTime(start), runID, dir.Root)
-		rec.AddSink(func(ev rundir.Event) {
-			fmt.Fprintf(cfg.Log, "%s %s %s\n", rundir.LogTime(ev.TS.Local()), ev.Name, ev.FieldsJSON())
-		})
-	}
-	v, err := e.run(ctx)
-	rec.Close()
-	if err != nil {
-		return &Outcome{Dir: dir}, err
-	}
-	return &Outcome{Verdict: v, Dir: dir}, nil
+	return e, nil
+}
+
+// logTo writes every event to w as a log line.
+func (e *engine) logTo(w io.Writer) {
+	e.rec.AddSink(func(ev rundir.Event) {
+		fmt.Fprintf(w, "%s %s %s\n", rundir.LogTime(ev.TS.Local()), ev.Name, ev.FieldsJSON())
+	})
 }
 
 // errorf records a harness error: the verdict becomes ERROR.
@@ -208,56 +245,62 @@ func (e *engine) hookTimeout() time.Duration {
 
 // expand replaces $VARS in s from the run's environment.
 func (e *engine) expand(s string) string {
-	return os.Expand(s, func(name string) string { return lookup(e.baseEnv, name) })
+	return os.Expand(s, func(name string) string { return envvar.Get(e.baseEnv, name) })
 }
 
-// hookDir is where hooks, preflight checks and watchers run: the directory
-// chaos was started in, so an adapter's relative paths (./scripts/start.sh,
-// .gateway/gateway.pid) mean what they mean to its author at the shell.
-func (e *engine) hookDir() string {
-	if wd, err := os.Getwd(); err == nil {
-		return wd
-	}
-	return e.dir.Root
-}
-
-// hookEnv is the environment every hook and harness-side script gets.
-func (e *engine) hookEnv() []string { return e.baseEnv }
-
-func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
-	x, a := e.x, e.a
-	if err := e.writeInputs(); err != nil {
-		return nil, err
-	}
+// setUp is what a run and a preflight both do before the flow: the
+// supervisor, the environment, the OTLP receiver, the redactor, the
+// backends and the targets the run owns, started. It records what fails
+// as a harness error and returns why the flow cannot run ("" when it can);
+// an error is a failure that leaves no run to speak of.
+func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 	sup, err := proc.NewSupervisor("CHAOS_RUN_ID=" + e.runID)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	defer sup.Close()
 	e.sup = sup
 	e.runner = shell.Runner{Sup: sup}
-	abs, _ := filepath.Abs(e.dir.Root)
-	e.dir = &rundir.Dir{Root: abs}
 	e.setupEnv()
 	e.hub = observe.NewHub()
-	e.rec.Record("run.started", rundir.F("experiment", x.ID), rundir.F("version", x.Version), rundir.F("seed", e.seed), rundir.F("adapter", a.ID), rundir.F("run_id", e.runID))
+	e.rec.Record("run.started", rundir.F("experiment", e.x.ID), rundir.F("version", e.x.Version), rundir.F("seed", e.seed), rundir.F("adapter", e.a.ID), rundir.F("run_id", e.runID))
 	// A receiver that cannot start (its port is taken) skips the flow like
 	// a failed preflight: the run still ends with a verdict.
 	otlpErr := e.startOTLP()
-	e.redact = NewRedactor(e.baseEnv)
-	e.rec.SetRedact(e.redact.Redact)
-	e.reg = newRegistry(x)
-	if err := e.openBackend(); err != nil {
+	e.redact = redact.New(e.baseEnv)
+	e.rec.SetRedact(e.redact.String)
+	e.reg = newRegistry(e.x)
+	if err := e.openBackends(ctx); err != nil {
+		return "", err
+	}
+	switch {
+	case otlpErr != nil:
+		e.errorf("%v", otlpErr)
+		return "the OTLP receiver did not start", nil
+	case !e.startOwnedTargets(ctx):
+		return "a target the run owns did not start", nil
+	case !e.preflight(ctx):
+		return "preflight failed", nil
+	}
+	return "", nil
+}
+
+// tearDown closes the backends and the supervisor.
+func (e *engine) tearDown() {
+	for i := len(e.opened) - 1; i >= 0; i-- {
+		if err := e.opened[i].b.Close(); err != nil {
+			e.rec.Logf("closing the %s backend: %v", e.opened[i].name, err)
+		}
+	}
+	if e.sup != nil {
+		e.sup.Close()
+	}
+}
+
+func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
+	if err := e.writeInputs(); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := e.be.Close(); err != nil {
-			e.rec.Logf("closing the backend: %v", err)
-		}
-		for _, c := range e.closers {
-			c()
-		}
-	}()
+	defer e.tearDown()
 
 	// Signals abort the flow but never cleanup: cleanup runs on its own
 	// context so a second Ctrl-C cannot leave frozen or killed processes.
@@ -273,25 +316,11 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	})
 	defer stopWatch()
 
-	for _, name := range a.TargetNames() {
-		t := a.Target(name)
-		switch t.Type {
-		case adapter.TypeProcess:
-			e.targets[name] = &targetHandle{e: e, name: name, spec: t}
-		case adapter.TypeContainer:
-			e.ctargets[name] = &targetHandle{e: e, name: name, spec: t}
-		}
+	skipped, err := e.setUp(flowCtx)
+	if err != nil {
+		return nil, err
 	}
-	skipped := ""
-	switch {
-	case otlpErr != nil:
-		e.errorf("%v", otlpErr)
-		skipped = "the OTLP receiver did not start"
-	case !e.startOwnedTargets(flowCtx):
-		skipped = "a target the run owns did not start"
-	case !e.dockerPreflight(flowCtx) || !e.preflight(flowCtx):
-		skipped = "preflight failed"
-	case !e.startObservers():
+	if skipped == "" && !e.startObservers() {
 		skipped = "an observer did not start"
 	}
 	if skipped == "" && flowCtx.Err() == nil {
@@ -308,11 +337,12 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	}
 
 	e.finishManifest()
-	if err := e.redact.redactTree(e.dir.Root); err != nil {
+	// Files still open for writing are redacted as they are written.
+	if err := e.redact.Tree(e.dir.Root, "timeline.jsonl", filepath.Join("logs", "harness.log"), filepath.Join("system", "watch", "docker-events.jsonl")); err != nil {
 		e.errorf("redacting secrets from the run directory: %v", err)
 	}
-	v, err := verdict.Evaluate(cleanCtx, e.dir, x, a, verdict.Options{
-		By: "run", Runner: e.runner, Env: os.Environ(),
+	v, err := verdict.Evaluate(cleanCtx, e.dir, e.x, e.a, verdict.Options{
+		By: "run", Runner: e.runner, Env: e.cfg.Env,
 		Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) },
 	})
 	if err != nil {
@@ -320,37 +350,11 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		return nil, err
 	}
 	v.RunID = e.runID
-	e.redact.RedactVerdict(v)
+	e.redact.Verdict(v)
 	if err := rundir.WriteJSON(e.dir.VerdictFile(), v); err != nil {
 		return nil, err
 	}
 	e.rec.Record("run.finished", rundir.F("verdict", v.Verdict))
-	if entry, err := stats.Read(e.dir.Root); err == nil {
-		if err := stats.Append(e.cfg.RunsDir, entry); err != nil {
-			e.rec.Logf("ledger not written: %v", err)
-		}
-	}
-	// The report reads the finished run directory, like chaos report does.
-	if rv, err := runview.Load(e.dir.Root); err != nil {
-		e.rec.Logf("report.html not written: %v", err)
-	} else {
-		if err := report.WriteFile(rv); err != nil {
-			e.rec.Logf("report.html not written: %v", err)
-		}
-		// A run that did not pass gets the page to attach to a bug report.
-		if v.Verdict != rundir.VerdictPass {
-			if err := evidence.WriteFile(rv); err != nil {
-				e.rec.Logf("evidence.md not written: %v", err)
-			}
-		}
-	}
-	if e.cfg.Progress != nil {
-		e.cfg.Progress.Stop()
-	}
-	if e.cfg.Out != nil {
-		verdict.Print(e.cfg.Out, v)
-		fmt.Fprintln(e.cfg.Out, e.dir.Root)
-	}
 	return v, nil
 }
 
@@ -359,46 +363,6 @@ func abortReason(ctx context.Context) string {
 		return cause.Error()
 	}
 	return "interrupt"
-}
-
-func (e *engine) openBackend() error {
-	if e.cfg.Backend != nil {
-		e.be = e.cfg.Backend
-		return nil
-	}
-	if e.a.Instance.HasHooks() {
-		f, err := os.OpenFile(e.dir.LogFile("collect"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return err
-		}
-		e.collectL = f
-		e.be = &hooks.Backend{Spec: e.a.Instance, Runner: e.runner, Timeout: e.hookTimeout(), Log: f, Dir: e.hookDir()}
-		// The hooks make the instances; docker still acts on the roles and
-		// container targets the run's label finds.
-		if e.a.Backend == adapter.BackendDocker {
-			if _, err := openDocker(e); err != nil {
-				return err
-			}
-			if e.docker != nil {
-				e.closers = append(e.closers, e.docker.Close)
-			}
-		}
-		return nil
-	}
-	switch e.a.Backend {
-	case adapter.BackendProcess:
-		e.be = local.New(e.sup)
-		return nil
-	}
-	if open := nativeBackends[e.a.Backend]; open != nil {
-		be, err := open(e)
-		if err != nil {
-			return err
-		}
-		e.be = be
-		return nil
-	}
-	return fmt.Errorf("backend %s is not available in this build", e.a.Backend)
 }
 
 // writeInputs copies the inputs and writes manifest.json.
@@ -476,47 +440,32 @@ func gitState(dir string) (sha string, dirty bool, ok bool) {
 	return sha, err == nil && len(strings.TrimSpace(string(st))) > 0, true
 }
 
-// startOwnedTargets starts every target the run owns (lifecycle: run).
-func (e *engine) startOwnedTargets(ctx context.Context) bool {
+// preflight runs the backends' own checks, then the adapter's, then the
+// experiment's, recording each; it reports whether all passed.
+func (e *engine) preflight(ctx context.Context) bool {
 	ok := true
-	for _, name := range e.a.TargetNames() {
-		t := e.targets[name]
-		if t == nil || t.spec.Lifecycle != "run" {
-			continue
-		}
-		pid, err := t.start(ctx)
-		if err != nil {
-			e.errorf("starting target %s: %v", name, err)
-			ok = false
-			continue
-		}
-		e.rec.Record("target.started", rundir.F("target", name), rundir.F("pid", pid))
+	record := func(name string, passed bool, detail string) {
+		e.rec.Record("check.started", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", name))
+		e.rec.Record("check.finished", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", name), rundir.F("ok", passed), rundir.F("detail", detail))
+		ok = ok && passed
 	}
-	for _, name := range e.a.TargetNames() {
-		if t := e.ctargets[name]; t != nil && t.spec.Lifecycle == "run" {
-			if err := e.startContainerTarget(ctx, t); err != nil {
-				e.errorf("starting target %s: %v", name, err)
-				ok = false
+	for _, o := range e.opened {
+		if p, is := o.b.(backend.Preflighter); is {
+			for _, c := range p.Preflight(ctx) {
+				record(c.Name, c.OK, c.Detail)
 			}
 		}
 	}
-	return ok
-}
-
-// preflight runs the adapter's preflight checks, then the experiment's,
-// recording each; it reports whether all passed.
-func (e *engine) preflight(ctx context.Context) bool {
-	ok := true
 	steps := append(append([]experiment.Step{}, e.a.Preflight...), e.x.Preflight...)
 	for _, s := range steps {
 		e.rec.Record("check.started", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name))
-		res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.hookDir(), Env: e.hookEnv(), Timeout: s.Timeout.D()})
+		res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.cfg.WorkDir, Env: e.baseEnv, Timeout: s.Timeout.D()})
 		passed, detail := false, ""
 		switch {
 		case err != nil:
 			detail = err.Error()
 		case !res.OK():
-			detail = strings.TrimSpace(e.redact.Redact(res.Output))
+			detail = strings.TrimSpace(e.redact.String(res.Output))
 			if detail == "" || res.TimedOut {
 				detail = strings.TrimSpace(res.Describe(s.Timeout.D()) + "\n" + detail)
 			}
@@ -554,7 +503,7 @@ func (e *engine) startObservers() bool {
 		e.rec.Record("metrics.started", rundir.F("metrics", m.Name), rundir.F("url", s.URL), rundir.F("interval", s.Interval.String()))
 	}
 	for _, w := range e.a.Watch {
-		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.hookDir(), Env: setEnv(e.hookEnv(), "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub,
+		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.cfg.WorkDir, Env: envvar.Set(e.baseEnv, "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub,
 			Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) }}
 		if err := wt.Start(e.rec.Start()); err != nil {
 			e.errorf("starting watcher %s: %v", w.Name, err)
@@ -612,10 +561,9 @@ func (e *engine) startOTLP() error {
 		return fmt.Errorf("starting the OTLP receiver: %w", err)
 	}
 	e.otlp, e.otlpOut = r, out
-	e.baseEnv = mergeEnv(e.baseEnv)
 	for _, kv := range r.Env() {
 		k, v, _ := strings.Cut(kv, "=")
-		e.baseEnv = setEnv(e.baseEnv, k, v)
+		e.baseEnv = envvar.Set(e.baseEnv, k, v)
 	}
 	e.rec.Record("otlp.started", rundir.F("grpc", r.GRPCAddr()), rundir.F("http", r.HTTPAddr()))
 	return nil
@@ -685,36 +633,11 @@ func adapterDir(a *adapter.Adapter) string {
 	return filepath.Dir(absPath(a.File))
 }
 
-// backendBuilt reports whether a native backend other than process is
-// compiled in.
-func backendBuilt(name string) bool { return nativeBackends[name] != nil }
-
-// nativeBackends are the native backends beyond process, by name.
-var nativeBackends = map[string]func(e *engine) (backend.Backend, error){}
-
-// podOperation names an operation whose target is a pod, which no backend
-// of this build can act on; "" when there is none.
-func podOperation(x *experiment.Experiment, a *adapter.Adapter) string {
-	for _, o := range x.Operations {
-		t := o.Target
-		switch {
-		case t == nil:
-		case t.Name != "" && a.Target(t.Name) != nil && a.Target(t.Name).Type == adapter.TypePod:
-			return o.Name
-		case t.Role != "" && a.Roles[t.Role] != nil && a.Roles[t.Role].Type == adapter.TypePod:
-			return o.Name
-		case t.Workload != "" && t.Role == "" && a.Backend == adapter.BackendKubernetes && !a.Instance.HasHooks() && experiment.IsFault(o.Uses):
-			return o.Name
-		}
-	}
-	return ""
-}
-
 // setupEnv builds the environment every hook, watcher and instance starts
 // from: the harness's own, the adapter's and experiment's env maps, and the
 // run's CHAOS_* variables.
 func (e *engine) setupEnv() {
-	e.baseEnv = setEnv(mergeEnv(os.Environ(), e.a.Env, e.x.Env),
+	e.baseEnv = envvar.Set(envvar.Merge(e.cfg.Env, e.a.Env, e.x.Env),
 		"CHAOS_RUN_ID", e.runID,
 		"CHAOS_RUN_DIR", e.dir.Root,
 		"CHAOS_EXPERIMENT", e.x.ID,

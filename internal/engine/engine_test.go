@@ -8,7 +8,9 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/report"
 	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/runview"
 )
 
 func localAdapter(t *testing.T) *adapter.Adapter {
@@ -290,6 +292,14 @@ flow: {serial: [w, leak-it]}
 checks:
   - {name: tells, kind: shell, run: 'echo "the password is $DB_PASSWORD"; exit 1'}
 `)
+	// The report is made from the finished run directory, as chaos run does.
+	rv, err := runview.Load(out.Dir.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteFile(rv); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{"verdict.json", "report.html", "logs/operations.log", "logs/watch-chatty.log", "system/watch/chatty.jsonl", "workloads/w/instances/w-0/logs/process.log", "workloads/w/instances/w-0/env"} {
 		data, err := readFile(out.Dir.Path(p))
 		if err != nil {

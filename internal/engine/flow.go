@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/redact"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -251,8 +253,8 @@ func (e *engine) runWorkload(ctx context.Context, w *experiment.Workload) error 
 
 func (e *engine) instanceEnv(w *experiment.Workload, h *instanceHandle) []string {
 	out := e.dir.OutputDir(w.Name, h.name)
-	env := mergeEnv(e.baseEnv, w.Env)
-	return setEnv(env,
+	env := envvar.Merge(e.baseEnv, w.Env)
+	return envvar.Set(env,
 		"CHAOS_WORKLOAD", w.Name,
 		"CHAOS_INSTANCE", h.name,
 		"CHAOS_INSTANCE_INDEX", fmt.Sprint(h.index),
@@ -268,7 +270,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 	if err := os.MkdirAll(idir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(idir, "env"), redactedEnv(env), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(idir, "env"), redact.EnvFile(env), 0o644); err != nil {
 		return err
 	}
 	spec := backend.InstanceSpec{
@@ -283,7 +285,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 		return fmt.Errorf("creating instance %s: %w", h.name, err)
 	}
 	e.reg.update(func() { h.inst = inst })
-	e.rec.Record("instance.created", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("system_id", inst.SystemID()))
+	e.rec.Record("instance.created", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("system_id", inst.ID()))
 	e.reg.update(func() { h.created = true })
 	e.sampleProgress(w, h, inst)
 

@@ -209,7 +209,7 @@ flow: {serial: [w, loop]}
 		if want := []string{"first", "recovering", "ready"}[i]; k.String("phase") != want {
 			t.Errorf("kill %d phase %s, want %s", i, k.String("phase"), want)
 		}
-		pids[k.String("pid")] = true
+		pids[k.String("id")] = true
 	}
 	if len(pids) != 3 {
 		t.Errorf("the loop killed %d distinct processes, want 3", len(pids))

@@ -6,30 +6,30 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
-	"github.com/chaos-harness/chaos/internal/backend/docker"
+	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
 )
 
-// defaultGrace is how long restart waits after SIGTERM before SIGKILL.
-const defaultGrace = 10 * time.Second
-
 // victim is one thing an operation acts on.
 type victim struct {
-	name string // instance or target name
+	name string // instance or target name, or instance/role
 	id   string // system id or pid
-	inst *instanceHandle
-	tgt  *targetHandle
-	ctr  *docker.Container
+	h    backend.Handle
+	// inst is set when the victim is an instance; target when a named
+	// target.
+	inst   *instanceHandle
+	target string
 }
 
 // applyOperation applies o once: select, record, act (with jitter), hold
@@ -81,7 +81,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 					return
 				}
 			}
-			errs[i] = e.fault(ctx, o, v)
+			errs[i] = fault.Apply(ctx, &faultEnv{e: e, o: o, run: run, v: v}, fault.Op{Operation: o.Name, Fault: o.Uses, Duration: o.Duration.D(), Grace: o.Grace.D()}, v.h)
 		}()
 	}
 	wg.Wait()
@@ -102,35 +102,83 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 	return nil
 }
 
+// faultEnv is what one application of a fault to one victim sees of the
+// run.
+type faultEnv struct {
+	e   *engine
+	o   *experiment.Operation
+	run int
+	v   victim
+}
+
+func (f *faultEnv) Record(name string, fields ...rundir.Field) { f.e.rec.Record(name, fields...) }
+
+func (f *faultEnv) Revert(undo func(ctx context.Context) error) func(ctx context.Context) error {
+	r := f.e.pushRevert(f.o, f.run, undo)
+	return func(ctx context.Context) error { return f.e.runRevert(ctx, r) }
+}
+
+// Back records a named target's restart, with its new pid or id.
+func (f *faultEnv) Back(h backend.Handle) {
+	if f.v.target != "" {
+		f.e.rec.Record("target.restarted", rundir.F("target", f.v.target), rundir.F("operation", f.o.Name), rundir.F("pid", pidOrID(h.ID())))
+	}
+}
+
+// pidOrID is a pid as a number, as the seeds' events show it, or another
+// system id as it is.
+func pidOrID(id string) any {
+	if n, err := strconv.Atoi(id); err == nil {
+		return n
+	}
+	return id
+}
+
 // candidates lists what an operation's target can hit now.
 func (e *engine) candidates(ctx context.Context, o *experiment.Operation) ([]victim, string, error) {
 	t := o.Target
 	switch {
 	case t == nil:
 		return nil, "system", nil
-	case t.Name != "" && e.a.Target(t.Name).Type == adapter.TypeContainer:
-		return e.containerVictims(ctx, t)
 	case t.Name != "":
-		th := e.targets[t.Name]
-		if th == nil {
-			return nil, "", fmt.Errorf("target %s is a %s; this backend cannot act on it", t.Name, e.a.Target(t.Name).Type)
+		hs, err := e.targets[t.Name].Handles(ctx)
+		if err != nil {
+			return nil, "", err
 		}
-		id := ""
-		if pid, err := th.pid(); err == nil {
-			id = fmt.Sprint(pid)
+		var out []victim
+		for _, h := range hs {
+			out = append(out, victim{name: h.Name(), id: h.ID(), h: h, target: t.Name})
 		}
-		return []victim{{name: t.Name, id: id, tgt: th}}, "target", nil
-	case t.Role != "":
-		return e.containerVictims(ctx, t)
+		return out, "target", nil
 	}
 	e.handlesStored(ctx, t.Workload)
-	var out []victim
+	var live []*instanceHandle
 	e.reg.mu.Lock()
-	defer e.reg.mu.Unlock()
 	for _, h := range e.reg.workload(t.Workload) {
 		if h.inst != nil && !h.state.Terminal() {
-			out = append(out, victim{name: h.name, id: h.inst.SystemID(), inst: h})
+			live = append(live, h)
 		}
+	}
+	e.reg.mu.Unlock()
+	if t.Role != "" {
+		var out []victim
+		for _, ih := range live {
+			hs, err := e.roleHandles(ctx, ih.name, t.Role)
+			if err != nil {
+				return nil, "", err
+			}
+			for _, h := range hs {
+				out = append(out, victim{name: ih.name + "/" + t.Role, id: h.ID(), h: h})
+			}
+		}
+		if len(out) == 0 {
+			return nil, "", fmt.Errorf("no live %s of workload %s", t.Role, t.Workload)
+		}
+		return out, "role", nil
+	}
+	var out []victim
+	for _, ih := range live {
+		out = append(out, victim{name: ih.name, id: ih.inst.ID(), h: ih.inst, inst: ih})
 	}
 	if len(out) == 0 {
 		return nil, "", fmt.Errorf("workload %s has no live instance to act on (has the flow started it?)", t.Workload)
@@ -195,25 +243,18 @@ func victimNames(c []victim) string {
 	return strings.Join(n, ", ")
 }
 
-// pushRevert registers an undo for the end of the flow; the returned func
-// runs it now instead (once).
-func (e *engine) pushRevert(o *experiment.Operation, fn func(ctx context.Context) error) *revert {
+// pushRevert registers an undo for the end of the flow.
+func (e *engine) pushRevert(o *experiment.Operation, run int, fn func(ctx context.Context) error) *revert {
 	e.mu.Lock()
-	r := &revert{op: o.Name, uses: o.Uses, fn: fn, run: e.opRuns[o.Name]}
+	r := &revert{op: o.Name, uses: o.Uses, fn: fn, run: run}
 	e.reverts = append(e.reverts, r)
 	e.mu.Unlock()
 	return r
 }
 
-// hold registers undo as the operation's revert and, when the operation has
-// a duration, waits it out and reverts at once; without one the revert
-// waits for the end of the flow. The revert runs even when ctx ends (an
-// abort): nothing is left frozen or down.
-func (e *engine) hold(ctx context.Context, o *experiment.Operation, undo func(ctx context.Context) error) error {
-	return e.holdRegistered(ctx, o, e.pushRevert(o, undo))
-}
-
-// holdRegistered is hold for a revert already registered.
+// holdRegistered waits out the operation's duration, when it has one, and
+// runs r at once; without one r waits for the end of the flow. r runs even
+// when ctx ends (an abort): nothing is left changed.
 func (e *engine) holdRegistered(ctx context.Context, o *experiment.Operation, r *revert) error {
 	if o.Duration == 0 {
 		return nil
@@ -237,143 +278,38 @@ func (e *engine) runRevert(ctx context.Context, r *revert) error {
 	return r.fn(ctx)
 }
 
-// fault applies a built-in fault to one victim.
-func (e *engine) fault(ctx context.Context, o *experiment.Operation, v victim) error {
-	if v.tgt != nil {
-		return e.targetFault(ctx, o, v.tgt)
-	}
-	grace := defaultGrace
-	if o.Grace > 0 {
-		grace = o.Grace.D()
-	}
-	if v.ctr != nil {
-		return e.containerFault(ctx, o, v, backend.Restart{Graceful: true, Grace: grace})
-	}
-	inst := v.inst.inst
-	switch o.Uses {
-	case experiment.FaultKill:
-		return inst.Kill(ctx)
-	case experiment.FaultRestart:
-		return inst.Restart(ctx, backend.Restart{Graceful: true, Grace: grace})
-	case experiment.FaultRestartInPlace:
-		return inst.Restart(ctx, backend.Restart{})
-	case experiment.FaultOutage:
-		// The hold runs on a context cleanup cannot cancel, so an aborted
-		// run still brings the instance back before deleting it.
-		return inst.Restart(ctx, backend.Restart{Hold: o.Duration.D()})
-	case experiment.FaultCrashLoop:
-		// Kill, kill again the moment it is back, then once more just
-		// after it has settled.
-		for phase, settle := range []time.Duration{0, 0, 500 * time.Millisecond} {
-			if settle > 0 {
-				if err := sleep(ctx, settle); err != nil {
-					return err
-				}
-			}
-			e.rec.Record("crash-loop.kill", rundir.F("operation", o.Name), rundir.F("target", v.name), rundir.F("phase", crashPhases[phase]), rundir.F("id", inst.SystemID()))
-			if err := inst.Restart(ctx, backend.Restart{}); err != nil {
-				return err
-			}
-		}
-		return nil
-	case experiment.FaultFreeze:
-		if err := inst.Freeze(ctx); err != nil {
-			return err
-		}
-		return e.hold(ctx, o, inst.Thaw)
-	}
-	return fmt.Errorf("unknown fault %s", o.Uses)
-}
-
-// targetFault applies a built-in fault to a named process target.
-func (e *engine) targetFault(ctx context.Context, o *experiment.Operation, t *targetHandle) error {
-	pid, err := t.livePid()
-	if err != nil {
-		return err
-	}
-	grace := defaultGrace
-	if o.Grace > 0 {
-		grace = o.Grace.D()
-	}
-	restarted := func(ctx context.Context) error {
-		newPid, err := t.start(ctx)
-		if err != nil {
-			return err
-		}
-		e.rec.Record("target.restarted", rundir.F("target", t.name), rundir.F("operation", o.Name), rundir.F("pid", newPid))
-		return nil
-	}
-	switch o.Uses {
-	case experiment.FaultKill:
-		if err := t.kill(ctx, pid); err != nil {
-			return err
-		}
-		// A killed target is started again when the flow ends, so the run
-		// leaves the system as it found it.
-		e.pushRevert(o, restarted)
-		return nil
-	case experiment.FaultRestart:
-		if err := t.terminate(ctx, pid, grace); err != nil {
-			return err
-		}
-		return restarted(context.WithoutCancel(ctx))
-	case experiment.FaultRestartInPlace:
-		if err := t.kill(ctx, pid); err != nil {
-			return err
-		}
-		return restarted(context.WithoutCancel(ctx))
-	case experiment.FaultOutage:
-		if err := t.kill(ctx, pid); err != nil {
-			return err
-		}
-		return e.hold(ctx, o, restarted)
-	case experiment.FaultCrashLoop:
-		return e.targetCrashLoop(ctx, o, t, pid, restarted)
-	case experiment.FaultFreeze:
-		if err := t.signal(pid, syscall.SIGSTOP); err != nil {
-			return fmt.Errorf("target %s: SIGSTOP to %d: %w", t.name, pid, err)
-		}
-		t.frozenPid = pid
-		return e.hold(ctx, o, func(ctx context.Context) error {
-			t.frozenPid = 0
-			return t.signal(pid, syscall.SIGCONT)
-		})
-	}
-	return fmt.Errorf("unknown fault %s", o.Uses)
-}
-
 // adapterOperation runs an adapter operation's hook, once per victim or
 // once when it has no target, and its revert hook after the duration (or
 // when the flow ends).
 func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, run int, victims []victim, jitters []time.Duration) error {
 	spec := e.a.Operations[o.Uses]
-	env := e.hookEnv()
+	env := e.baseEnv
 	for name, p := range spec.Params {
 		if p.Default != nil {
-			env = setEnv(env, paramEnv(name), *p.Default)
+			env = envvar.Set(env, paramEnv(name), *p.Default)
 		}
 	}
 	for k, v := range o.With {
-		env = setEnv(env, paramEnv(k), v)
+		env = envvar.Set(env, paramEnv(k), v)
 	}
-	env = setEnv(env, "CHAOS_OPERATION", o.Name, "CHAOS_OPERATION_RUN", fmt.Sprint(run))
+	env = envvar.Set(env, "CHAOS_OPERATION", o.Name, "CHAOS_OPERATION_RUN", fmt.Sprint(run))
 	timeout := e.hookTimeout()
 	if spec.Timeout > 0 {
 		timeout = spec.Timeout.D()
 	}
-	log, _ := openAppend(e.dir.LogFile("operations"))
+	log, _ := os.OpenFile(e.dir.LogFile("operations"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if log != nil {
 		defer log.Close()
 	}
 	hook := func(ctx context.Context, which, script string, v *victim) error {
 		henv := env
 		if v != nil {
-			henv = setEnv(henv, "CHAOS_TARGET_NAME", v.name, "CHAOS_TARGET_ID", v.id)
+			henv = envvar.Set(henv, "CHAOS_TARGET_NAME", v.name, "CHAOS_TARGET_ID", v.id)
 			if v.inst != nil {
-				henv = setEnv(henv, "CHAOS_INSTANCE", v.name, "CHAOS_WORKLOAD", v.inst.workload, "CHAOS_SYSTEM_ID", v.id)
+				henv = envvar.Set(henv, "CHAOS_INSTANCE", v.name, "CHAOS_WORKLOAD", v.inst.workload, "CHAOS_SYSTEM_ID", v.id)
 			}
 		}
-		s := shell.Spec{Name: fmt.Sprintf("operation %s %s hook", o.Name, which), Script: script, Dir: e.hookDir(), Env: henv, Timeout: timeout}
+		s := shell.Spec{Name: fmt.Sprintf("operation %s %s hook", o.Name, which), Script: script, Dir: e.cfg.WorkDir, Env: henv, Timeout: timeout}
 		if log != nil {
 			s.Log = log
 		}
@@ -382,7 +318,7 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 			return err
 		}
 		if !res.OK() {
-			return fmt.Errorf("%s %s: %s", s.Name, res.Describe(timeout), lastLines(e.redact.Redact(res.Output), 3))
+			return fmt.Errorf("%s %s: %s", s.Name, res.Describe(timeout), backend.LastLines(e.redact.String(res.Output), 3))
 		}
 		return nil
 	}
@@ -412,7 +348,7 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 	// failed on one target may still have been made on the others.
 	var r *revert
 	if spec.Revert != "" {
-		r = e.pushRevert(o, func(ctx context.Context) error {
+		r = e.pushRevert(o, run, func(ctx context.Context) error {
 			if err := each(ctx, "revert", spec.Revert, false); err != nil {
 				return err
 			}
@@ -435,61 +371,6 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 
 func paramEnv(name string) string {
 	return "CHAOS_PARAM_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
-}
-
-// crashPhases name the kills of a crash loop.
-var crashPhases = []string{"first", "recovering", "ready"}
-
-// targetCrashLoop kills a named target, kills its replacement as soon as it
-// is up but not yet healthy (recovering), and once more just after it is
-// healthy, then brings it back for good.
-func (e *engine) targetCrashLoop(ctx context.Context, o *experiment.Operation, t *targetHandle, pid int, restarted func(context.Context) error) error {
-	record := func(phase string, pid int) {
-		e.rec.Record("crash-loop.kill", rundir.F("operation", o.Name), rundir.F("target", t.name), rundir.F("phase", phase), rundir.F("pid", pid))
-	}
-	record("first", pid)
-	if err := t.kill(ctx, pid); err != nil {
-		return err
-	}
-	// The start hook may itself wait for health, which the kill below
-	// prevents; it runs aside and its failure is expected.
-	hookDone := make(chan struct{})
-	go func() {
-		defer close(hookDone)
-		_, _ = t.runHook(context.WithoutCancel(ctx), "start", t.spec.Start)
-	}()
-	limit := defaultHealthTimeout
-	if t.spec.HealthTimeout > 0 {
-		limit = t.spec.HealthTimeout.D()
-	}
-	deadline := time.Now().Add(limit)
-	var next int
-	for {
-		if p, err := t.livePid(); err == nil && p != pid {
-			next = p
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("target %s did not come back within %s after the first kill", t.name, limit)
-		}
-		if err := sleep(ctx, 5*time.Millisecond); err != nil {
-			return err
-		}
-	}
-	record("recovering", next)
-	if err := t.kill(ctx, next); err != nil {
-		return err
-	}
-	<-hookDone
-	ready, err := t.start(context.WithoutCancel(ctx))
-	if err != nil {
-		return err
-	}
-	record("ready", ready)
-	if err := t.kill(ctx, ready); err != nil {
-		return err
-	}
-	return restarted(context.WithoutCancel(ctx))
 }
 
 // handlesStored waits (briefly) until every instance of the workload that

@@ -20,7 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/rundir"
-	"github.com/chaos-harness/chaos/internal/testimage"
+	dockerbe "github.com/chaos-harness/chaos/internal/backend/docker"
 )
 
 var (
@@ -70,7 +70,7 @@ func needDocker(t *testing.T) {
 		}
 		t.Skipf("no Docker engine: %v", err)
 	}
-	if _, err := testimage.BusyboxRef(); err != nil {
+	if _, err := dockerbe.BusyboxRef(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ flow:
 func TestNeverTouchesWhatItDidNotCreate(t *testing.T) {
 	needDocker(t)
 	ctx := context.Background()
-	ref, err := testimage.Busybox(ctx)
+	ref, err := dockerbe.Busybox(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,6 +84,12 @@ type Config struct {
 	// KeepContainers leaves this run's containers in place at Close;
 	// otherwise Close removes whatever is left of them.
 	KeepContainers bool
+	// WatchdogInterval is how often the run's containers are listed to
+	// find an instance whose start or end event never came (default 1s).
+	WatchdogInterval time.Duration
+	// DropEvent, for tests, loses the events it returns true for, as if
+	// the engine had never sent them.
+	DropEvent func(m events.Message) bool
 }
 
 // RoleSpec describes one role of each instance.
@@ -115,6 +121,7 @@ type Backend struct {
 	closeErr   error
 	stop       context.CancelFunc
 	streamDone chan struct{}
+	dogDone    chan struct{}
 	outMu      sync.Mutex
 }
 
@@ -148,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		version: v.Version, api: v.APIVersion,
 		instances: map[string]*instance{}, digests: map[string]string{},
 		seen: map[string]bool{}, seenCh: make(chan struct{}),
-		streamDone: make(chan struct{}),
+		streamDone: make(chan struct{}), dogDone: make(chan struct{}),
 	}
 	b.owner = ownerLabels(cfg.RunID)
 	if cfg.Experiment != "" {
@@ -159,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	// Events from just before now are replayed, so nothing between the
 	// subscription and the first container is missed.
 	go b.watch(sctx, time.Now().Add(-2*time.Second))
+	go b.watchdog(sctx)
 	return b, nil
 }
 
@@ -196,6 +204,7 @@ func (b *Backend) close() error {
 	}
 	b.stop()
 	<-b.streamDone
+	<-b.dogDone
 	return errors.Join(err, b.cli.Close())
 }
 
@@ -263,32 +272,34 @@ func (b *Backend) record(name string, fields ...rundir.Field) {
 	}
 }
 
-// watch reads the run's event stream until ctx ends, reconnecting from the
-// last event seen when the stream breaks.
+// watch reads the run's event stream until ctx ends, reconnecting when the
+// stream breaks. The engine does not deliver events in timestamp order
+// across containers, so none is ever dropped for being older than another:
+// a reconnect replays from a little before the newest event seen, and
+// events are told apart by container, action and time.
 func (b *Backend) watch(ctx context.Context, since time.Time) {
 	defer close(b.streamDone)
 	filters := make(client.Filters).Add("label", LabelRun+"="+b.cfg.RunID).Add("type", "container")
-	last := since.UnixNano()
-	dup := map[string]bool{} // events at exactly last, already dispatched
+	f := newEventFilter()
 	for {
+		from := since.UnixNano()
+		if f.newest > 0 {
+			from = f.newest - int64(replayWindow)
+		}
 		res := b.cli.Events(ctx, client.EventsListOptions{
-			Since:   fmt.Sprintf("%d.%09d", last/1e9, last%1e9),
+			Since:   fmt.Sprintf("%d.%09d", from/1e9, from%1e9),
 			Filters: filters,
 		})
 	read:
 		for {
 			select {
 			case m := <-res.Messages:
-				key := m.Actor.ID + "/" + string(m.Action)
-				switch {
-				case m.TimeNano < last:
+				if !f.fresh(m) {
 					continue
-				case m.TimeNano == last && dup[key]:
-					continue
-				case m.TimeNano > last:
-					last, dup = m.TimeNano, map[string]bool{}
 				}
-				dup[key] = true
+				if b.cfg.DropEvent != nil && b.cfg.DropEvent(m) {
+					continue
+				}
 				b.dispatch(m)
 			case err := <-res.Err:
 				if ctx.Err() != nil {
@@ -306,6 +317,47 @@ func (b *Backend) watch(ctx context.Context, since time.Time) {
 			return
 		}
 	}
+}
+
+// replayWindow is how far before the newest event a reconnect replays.
+const replayWindow = 5 * time.Second
+
+// eventFilter passes each engine event once. It tells events apart by
+// container, action and time, and never by their order: the engine's
+// stream is not ordered across containers.
+type eventFilter struct {
+	newest int64
+	seen   map[eventKey]bool
+}
+
+type eventKey struct {
+	id     string
+	action events.Action
+	at     int64
+}
+
+func newEventFilter() *eventFilter { return &eventFilter{seen: map[eventKey]bool{}} }
+
+// fresh reports whether m was not passed before.
+func (f *eventFilter) fresh(m events.Message) bool {
+	k := eventKey{id: m.Actor.ID, action: m.Action, at: m.TimeNano}
+	if f.seen[k] {
+		return false
+	}
+	f.seen[k] = true
+	if m.TimeNano > f.newest {
+		f.newest = m.TimeNano
+		// Keys older than any replay can bring back are forgotten, so
+		// the set stays small.
+		if len(f.seen) > 4096 {
+			for k := range f.seen {
+				if k.at < f.newest-2*int64(replayWindow) {
+					delete(f.seen, k)
+				}
+			}
+		}
+	}
+	return true
 }
 
 // eventLine is one line of system/watch/docker-events.jsonl.

@@ -24,8 +24,9 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/rundir"
-	"github.com/chaos-harness/chaos/internal/testimage"
 )
 
 var (
@@ -52,7 +53,7 @@ func needEngine(t *testing.T) string {
 			engineErr = fmt.Errorf("the Docker engine is unreachable: %w", err)
 			return
 		}
-		imageRef, engineErr = testimage.Busybox(ctx)
+		imageRef, engineErr = Busybox(ctx)
 	})
 	if engineErr != nil {
 		if os.Getenv("CI") != "" {
@@ -110,11 +111,17 @@ func (s *syncBuffer) lines() []eventLine {
 
 func newHarness(t *testing.T, roles map[string]RoleSpec) *harness {
 	t.Helper()
+	return newHarnessWith(t, roles, nil)
+}
+
+// newHarnessWith is newHarness with the backend's config changed by tweak.
+func newHarnessWith(t *testing.T, roles map[string]RoleSpec, tweak func(*Config)) *harness {
+	t.Helper()
 	img := needEngine(t)
 	h := &harness{t: t, image: img, runID: randomID("test"), dir: t.TempDir(), events: &syncBuffer{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := New(ctx, Config{
+	cfg := Config{
 		RunID: h.runID, Experiment: "docker-test", Image: img, Roles: roles,
 		Record: func(name string, fields ...rundir.Field) {
 			h.mu.Lock()
@@ -123,7 +130,11 @@ func newHarness(t *testing.T, roles map[string]RoleSpec) *harness {
 		},
 		EventsOut: h.events,
 		HostEnv:   []string{"HOST_ONLY=secret-of-the-host"},
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	b, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +323,7 @@ func TestInstanceSucceeds(t *testing.T) {
 	if got, want := in.st.list(), []string{"Created/", "Running/Started", "Succeeded/ExitCode0"}; !slices.Equal(got, want) {
 		t.Fatalf("states %v, want %v", got, want)
 	}
-	id := in.SystemID()
+	id := in.ID()
 	if err := in.Collect(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +413,7 @@ func TestKillRestartFreeze(t *testing.T) {
 	h := newHarness(t, nil)
 	in := h.create("long-0", "trap 'exit 0' TERM; sleep 30 & wait")
 	in.st.waitFor(t, "Running/Started")
-	id := in.SystemID()
+	id := in.ID()
 
 	// Freeze: the engine says the container is paused, and then not.
 	if err := in.Freeze(ctx(t)); err != nil {
@@ -426,16 +437,16 @@ func TestKillRestartFreeze(t *testing.T) {
 	// waits for the attempt before it, so no start is killed before its
 	// wrapper has run.
 	h.waitAttempts(id, 1)
-	if err := in.Restart(ctx(t), backend.Restart{}); err != nil {
+	if err := apply(t, experiment.FaultRestartInPlace, in, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if in.SystemID() != id || h.inspect(id).ID != id || !h.inspect(id).State.Running {
+	if in.ID() != id || h.inspect(id).ID != id || !h.inspect(id).State.Running {
 		t.Fatal("restart in place changed the container or left it down")
 	}
 	// An outage: held down, then back, still the same container.
 	h.waitAttempts(id, 2)
 	start := time.Now()
-	if err := in.Restart(ctx(t), backend.Restart{Hold: 400 * time.Millisecond}); err != nil {
+	if err := apply(t, experiment.FaultOutage, in, 400*time.Millisecond, 0); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 400*time.Millisecond {
@@ -447,7 +458,7 @@ func TestKillRestartFreeze(t *testing.T) {
 	// Graceful: the script's TERM trap ends it within the grace.
 	h.waitAttempts(id, 3)
 	gstart := time.Now()
-	if err := in.Restart(ctx(t), backend.Restart{Graceful: true, Grace: 5 * time.Second}); err != nil {
+	if err := apply(t, experiment.FaultRestart, in, 0, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(gstart); d > 4*time.Second {
@@ -503,7 +514,7 @@ func TestSidecarRole(t *testing.T) {
 		t.Fatalf("role containers %+v", cs)
 	}
 	self, err := h.b.Containers(ctx(t), "main-0", "")
-	if err != nil || len(self) != 1 || self[0].ID != in.SystemID() {
+	if err != nil || len(self) != 1 || self[0].ID != in.ID() {
 		t.Fatalf("instance container %+v, %v", self, err)
 	}
 	if _, err := h.b.Containers(ctx(t), "main-0", "nope"); err == nil {
@@ -519,28 +530,28 @@ func TestSidecarRole(t *testing.T) {
 		t.Fatalf("FindTarget by label: %+v, %v", byLabel, err)
 	}
 
-	if err := h.b.Pause(ctx(t), cs[0]); err != nil {
+	if err := h.b.handle("helper", cs[0]).Freeze(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if !h.inspect(cs[0].ID).State.Paused {
 		t.Fatal("sidecar not paused")
 	}
-	if err := h.b.Unpause(ctx(t), cs[0]); err != nil {
+	if err := h.b.handle("helper", cs[0]).Thaw(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.b.Restart(ctx(t), cs[0], backend.Restart{Hold: 100 * time.Millisecond}); err != nil {
+	if err := apply(t, experiment.FaultOutage, h.b.handle("helper", cs[0]), 100*time.Millisecond, 0); err != nil {
 		t.Fatal(err)
 	}
 	if c := h.inspect(cs[0].ID); !c.State.Running {
 		t.Fatal("sidecar not running after its outage")
 	}
-	if err := h.b.Kill(ctx(t), cs[0]); err != nil {
+	if err := h.b.handle("helper", cs[0]).Down(ctx(t), backend.Down{}); err != nil {
 		t.Fatal(err)
 	}
 	if c := h.inspect(cs[0].ID); c.State.Running {
 		t.Fatal("sidecar still running after Kill")
 	}
-	if c := h.inspect(in.SystemID()); !c.State.Running {
+	if c := h.inspect(in.ID()); !c.State.Running {
 		t.Fatal("killing the sidecar stopped the instance")
 	}
 	if slices.ContainsFunc(in.st.list(), func(s string) bool { return strings.HasPrefix(s, "Failed") || strings.HasPrefix(s, "Succeeded") }) {
@@ -548,7 +559,7 @@ func TestSidecarRole(t *testing.T) {
 	}
 	// The instance's own container through the backend's actions is the
 	// instance: killing it ends it.
-	if err := h.b.Kill(ctx(t), self[0]); err != nil {
+	if err := apply(t, experiment.FaultKill, h.b.handle("main-0", self[0]), 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	h.wait(in)
@@ -561,7 +572,7 @@ func TestSidecarRole(t *testing.T) {
 	if err := in.Delete(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if !h.gone(cs[0].ID) || !h.gone(in.SystemID()) {
+	if !h.gone(cs[0].ID) || !h.gone(in.ID()) {
 		t.Error("Delete left the instance or its sidecar")
 	}
 }
@@ -615,13 +626,13 @@ func TestFleetSafety(t *testing.T) {
 	for _, id := range foreign {
 		c := Container{ID: id, Name: strings.TrimPrefix(before[id].Name, "/"), Labels: before[id].Config.Labels}
 		for name, act := range map[string]func() error{
-			"Kill":             func() error { return h.b.Kill(ctx(t), c) },
-			"Pause":            func() error { return h.b.Pause(ctx(t), c) },
-			"Unpause":          func() error { return h.b.Unpause(ctx(t), c) },
-			"Restart":          func() error { return h.b.Restart(ctx(t), c, backend.Restart{}) },
-			"Restart graceful": func() error { return h.b.Restart(ctx(t), c, backend.Restart{Graceful: true, Grace: time.Second}) },
-			"Outage":           func() error { return h.b.Restart(ctx(t), c, backend.Restart{Hold: time.Millisecond}) },
-			"Kill by name":     func() error { return h.b.Kill(ctx(t), Container{ID: c.Name}) },
+			"Kill":          func() error { return h.b.handle("x", c).Down(ctx(t), backend.Down{}) },
+			"Pause":         func() error { return h.b.handle("x", c).Freeze(ctx(t)) },
+			"Unpause":       func() error { return h.b.handle("x", c).Thaw(ctx(t)) },
+			"Start":         func() error { return h.b.handle("x", c).Up(ctx(t)) },
+			"Stop graceful": func() error { return h.b.handle("x", c).Down(ctx(t), backend.Down{Grace: time.Second}) },
+			"Outage":        func() error { return apply(t, experiment.FaultOutage, h.b.handle("x", c), time.Millisecond, 0) },
+			"Kill by name":  func() error { return h.b.handle("x", Container{ID: c.Name}).Down(ctx(t), backend.Down{}) },
 		} {
 			if err := act(); !errors.Is(err, ErrNotOurs) {
 				t.Errorf("%s on %s: err = %v, want ErrNotOurs", name, c.Name, err)
@@ -814,7 +825,7 @@ func TestDeleteRunning(t *testing.T) {
 	if last := got[len(got)-1]; last != "Failed/Killed(SIGKILL)" {
 		t.Fatalf("states %v", got)
 	}
-	if !h.gone(in.SystemID()) || !h.gone(side[0].ID) {
+	if !h.gone(in.ID()) || !h.gone(side[0].ID) {
 		t.Fatal("Delete left containers")
 	}
 }
@@ -850,4 +861,24 @@ func writeWrapper(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// testEnv is the fault.Env of a test: reverts run at the test's end.
+type testEnv struct{ t *testing.T }
+
+func (e testEnv) Record(string, ...rundir.Field) {}
+func (e testEnv) Back(backend.Handle)            {}
+func (e testEnv) Revert(undo func(context.Context) error) func(context.Context) error {
+	var once sync.Once
+	run := func(ctx context.Context) (err error) {
+		once.Do(func() { err = undo(ctx) })
+		return err
+	}
+	e.t.Cleanup(func() { run(context.Background()) })
+	return run
+}
+
+// apply applies a built-in fault to h, as the engine does.
+func apply(t *testing.T, f string, h backend.Handle, d, grace time.Duration) error {
+	return fault.Apply(ctx(t), testEnv{t}, fault.Op{Operation: "test", Fault: f, Duration: d, Grace: grace}, h)
 }

@@ -17,8 +17,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
-
-	"github.com/chaos-harness/chaos/internal/backend"
 )
 
 // ErrNotOurs is returned when an action is refused because the container
@@ -343,64 +341,6 @@ func (b *Backend) instanceOf(c Container) *instance {
 		}
 	}
 	return nil
-}
-
-// Kill kills a container of this run at once and waits until it has
-// stopped. An instance's own container goes through its instance, so it
-// ends Failed.
-func (b *Backend) Kill(ctx context.Context, c Container) error {
-	if in := b.instanceOf(c); in != nil {
-		return in.Kill(ctx)
-	}
-	if err := b.g.kill(ctx, c.ID, "SIGKILL"); err != nil && !isNotRunning(err) {
-		return err
-	}
-	return waitNotRunning(ctx, b.cli, c.ID)
-}
-
-// Restart restarts a container of this run in place (same id): gracefully
-// (SIGTERM, Grace, then SIGKILL) or killed, held down for Hold (an outage),
-// then started again.
-func (b *Backend) Restart(ctx context.Context, c Container, r backend.Restart) error {
-	if in := b.instanceOf(c); in != nil {
-		return in.Restart(ctx, r)
-	}
-	if r.Graceful && r.Hold == 0 {
-		return b.g.restart(ctx, c.ID, r.Grace)
-	}
-	var err error
-	if r.Graceful {
-		err = b.g.stop(ctx, c.ID, r.Grace)
-	} else {
-		err = b.g.kill(ctx, c.ID, "SIGKILL")
-	}
-	if err != nil && !isNotRunning(err) {
-		return err
-	}
-	if err := waitNotRunning(ctx, b.cli, c.ID); err != nil {
-		return err
-	}
-	if err := sleepCtx(ctx, r.Hold); err != nil {
-		return err
-	}
-	return b.g.start(ctx, c.ID)
-}
-
-// Pause freezes a container of this run (docker pause).
-func (b *Backend) Pause(ctx context.Context, c Container) error {
-	if in := b.instanceOf(c); in != nil {
-		return in.Freeze(ctx)
-	}
-	return b.g.pause(ctx, c.ID)
-}
-
-// Unpause thaws a container of this run; a container that is not paused is
-// left as it is.
-func (b *Backend) Unpause(ctx context.Context, c Container) error {
-	if in := b.instanceOf(c); in != nil {
-		return in.Thaw(ctx)
-	}
-	return b.g.unpause(ctx, c.ID)
 }
 
 func isNotRunning(err error) bool {

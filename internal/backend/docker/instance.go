@@ -23,7 +23,6 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/backend"
-	"github.com/chaos-harness/chaos/internal/testimage"
 )
 
 // Create creates the instance's sidecars and its container, copies the
@@ -188,8 +187,8 @@ func BuildHint(ref string, hints map[string]string) string {
 	if h := hints[ref]; h != "" {
 		return "build it with: " + h
 	}
-	if strings.HasPrefix(ref, testimage.BusyboxRepo+":") {
-		return "build it with: " + testimage.BuildCommand(ref)
+	if strings.HasPrefix(ref, BusyboxRepo+":") {
+		return "build it with: " + BuildCommand(ref)
 	}
 	return "build or load it first, e.g. docker build -t " + ref + " <context dir>, or docker load -i <file>"
 }
@@ -272,20 +271,21 @@ type instance struct {
 	spec backend.InstanceSpec
 	name string
 
-	mu         sync.Mutex
-	id         string
-	created    bool
-	running    bool
-	paused     bool
-	starts     int
-	dies       int
-	restarting bool
-	killed     bool   // Kill was called: the end is Killed(SIGKILL)
-	oom        bool   // an oom event since the last start
-	signal     string // the last kill event's signal since the last start
-	ended      bool
-	done       chan struct{}
-	changed    chan struct{} // closed and replaced on every event
+	mu      sync.Mutex
+	id      string
+	created bool
+	running bool
+	paused  bool
+	starts  int
+	dies    int
+	// down is set by Down until Up: a die then is not the instance's end.
+	down    bool
+	killed  bool   // Kill was called: the end is Killed(SIGKILL)
+	oom     bool   // an oom event since the last start
+	signal  string // the last kill event's signal since the last start
+	ended   bool
+	done    chan struct{}
+	changed chan struct{} // closed and replaced on every event
 }
 
 func (in *instance) containerID() string {
@@ -294,7 +294,8 @@ func (in *instance) containerID() string {
 	return in.id
 }
 
-func (in *instance) SystemID() string { return in.containerID() }
+func (in *instance) Name() string { return in.spec.Name }
+func (in *instance) ID() string   { return in.containerID() }
 
 func (in *instance) Done() <-chan struct{} { return in.done }
 
@@ -318,6 +319,10 @@ func (in *instance) event(m events.Message) {
 			state(backend.Created, "")
 		}
 	case events.ActionStart:
+		if in.running {
+			// A start while running is one the watchdog already applied.
+			break
+		}
 		in.running, in.paused, in.oom, in.signal = true, false, false, ""
 		in.starts++
 		if !in.ended {
@@ -333,18 +338,22 @@ func (in *instance) event(m events.Message) {
 		in.oom = true
 	case events.ActionPause:
 		in.paused = true
-		if !in.ended && !in.restarting {
+		if !in.ended && !in.down {
 			state(backend.Running, "Paused")
 		}
 	case events.ActionUnPause:
 		in.paused = false
-		if !in.ended && !in.restarting {
+		if !in.ended && !in.down {
 			state(backend.Running, "Unpaused")
 		}
 	case events.ActionDie:
+		if !in.running {
+			// A die while stopped is one the watchdog already applied.
+			break
+		}
 		in.running, in.paused = false, false
 		in.dies++
-		if in.restarting || in.ended {
+		if in.down || in.ended {
 			break
 		}
 		in.ended = true
@@ -438,7 +447,8 @@ func (in *instance) waitUntil(ctx context.Context, what string, cond func() bool
 }
 
 // Kill kills the container at once; the instance ends Failed with reason
-// Killed(SIGKILL) and the wrapper records no exit code.
+// Killed(SIGKILL) and the wrapper records no exit code. An instance that is
+// down ends where it lies.
 func (in *instance) Kill(ctx context.Context) error {
 	in.mu.Lock()
 	if in.ended {
@@ -446,16 +456,16 @@ func (in *instance) Kill(ctx context.Context) error {
 		return nil
 	}
 	in.killed = true
-	restarting, id := in.restarting, in.id
+	down, id := in.down, in.id
 	in.mu.Unlock()
-	if !restarting {
-		// Killing a paused container works: the engine thaws it.
-		if err := in.b.g.kill(ctx, id, "SIGKILL"); err != nil && !isNotRunning(err) {
-			return err
-		}
+	if down {
+		in.finish(backend.Failed, "Killed(SIGKILL)")
+		return nil
 	}
-	// While a restart holds the container down, the restart sees killed
-	// and ends the instance instead of starting it again.
+	// Killing a paused container works: the engine thaws it.
+	if err := in.b.g.kill(ctx, id, "SIGKILL"); err != nil && !isNotRunning(err) {
+		return err
+	}
 	select {
 	case <-in.done:
 		return nil
@@ -464,83 +474,88 @@ func (in *instance) Kill(ctx context.Context) error {
 	}
 }
 
-// Restart stops the container (SIGTERM and Grace, or SIGKILL), keeps it down
-// for Hold, and starts the same container again: same id, same output.
-// The instance is Pending while it is down and Running once started again.
-func (in *instance) Restart(ctx context.Context, r backend.Restart) error {
+// finish ends the instance with state s, once.
+func (in *instance) finish(s backend.State, why string) {
 	in.mu.Lock()
-	if in.ended {
+	already := in.ended
+	in.ended = true
+	in.mu.Unlock()
+	if !already {
+		in.spec.OnState(s, why)
+		close(in.done)
+	}
+}
+
+// Down stops the container (SIGTERM and grace, or SIGKILL) and returns once
+// the engine says it died. The container, and with it the output, is kept;
+// the instance is Pending until Up.
+func (in *instance) Down(ctx context.Context, d backend.Down) error {
+	in.mu.Lock()
+	switch {
+	case in.ended:
 		in.mu.Unlock()
 		return fmt.Errorf("instance %s has already ended", in.spec.Name)
-	}
-	if in.restarting {
+	case in.down:
 		in.mu.Unlock()
-		return fmt.Errorf("instance %s is already being restarted", in.spec.Name)
+		return fmt.Errorf("instance %s is already down", in.spec.Name)
 	}
-	in.restarting = true
-	dies, paused, id := in.dies, in.paused, in.id
+	in.down = true
+	dies, running, paused, id := in.dies, in.running, in.paused, in.id
 	in.mu.Unlock()
-	reason := "Restarting"
-	if r.Hold > 0 {
-		reason = "Outage"
-	}
-	in.spec.OnState(backend.Pending, reason)
-
-	// finish ends a restart that cannot bring the instance back.
-	finish := func(s backend.State, why string, err error) error {
-		in.mu.Lock()
-		in.restarting = false
-		already := in.ended
-		in.ended = true
-		in.mu.Unlock()
-		if !already {
-			in.spec.OnState(s, why)
-			close(in.done)
-		}
-		return err
-	}
-
+	in.spec.OnState(backend.Pending, d.Reason)
 	var err error
-	if r.Graceful {
+	if d.Grace > 0 {
 		if paused {
 			// A frozen process cannot act on SIGTERM.
 			_ = in.b.g.unpause(ctx, id)
 		}
-		grace := r.Grace
-		if grace <= 0 {
-			grace = 10 * time.Second
-		}
-		err = in.b.g.stop(ctx, id, grace)
+		err = in.b.g.stop(ctx, id, d.Grace)
 	} else {
 		err = in.b.g.kill(ctx, id, "SIGKILL")
 	}
 	if err != nil && !isNotRunning(err) {
-		return finish(backend.Failed, "RestartFailed", fmt.Errorf("instance %s: stopping: %w", in.spec.Name, err))
+		in.finish(backend.Failed, "RestartFailed")
+		return fmt.Errorf("instance %s: stopping: %w", in.spec.Name, err)
+	}
+	if !running {
+		return nil // it had ended by itself a moment before
 	}
 	if err := in.waitUntil(ctx, "it to stop", func() bool { return in.dies > dies }); err != nil {
-		return finish(backend.Failed, "RestartFailed", err)
+		in.finish(backend.Failed, "RestartFailed")
+		return err
 	}
-	if err := sleepCtx(ctx, r.Hold); err != nil {
-		// Bring it back anyway: an outage never leaves an instance down.
-		ctx = context.Background()
-	}
+	return nil
+}
+
+// Up starts the same container again: same id, same output. It returns
+// once the engine says it started.
+func (in *instance) Up(ctx context.Context) error {
 	in.mu.Lock()
-	killed := in.killed
-	starts := in.starts
-	in.restarting = false
-	in.mu.Unlock()
-	if killed {
-		return finish(backend.Failed, "Killed(SIGKILL)", nil)
+	switch {
+	case in.ended:
+		in.mu.Unlock()
+		return fmt.Errorf("instance %s has already ended", in.spec.Name)
+	case !in.down:
+		in.mu.Unlock()
+		return fmt.Errorf("instance %s is not down", in.spec.Name)
 	}
+	// Cleared before the start: a script that ends at once must end the
+	// instance.
+	in.down = false
+	starts, id := in.starts, in.id
+	in.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := in.b.g.start(sctx, id); err != nil {
-		return finish(backend.Failed, "RestartFailed", fmt.Errorf("instance %s: starting again: %w", in.spec.Name, err))
+		in.finish(backend.Failed, "RestartFailed")
+		return fmt.Errorf("instance %s: starting again: %w", in.spec.Name, err)
 	}
-	// Back once the engine says so; a script that ends at once may even
-	// have ended again by then.
+	// A script that ends at once may even have ended again by now.
 	return in.waitUntil(sctx, "it to start again", func() bool { return in.starts > starts || in.ended })
 }
+
+// Ready holds once Up has returned: the container runs.
+func (in *instance) Ready(ctx context.Context) error { return nil }
 
 // Freeze pauses the container (docker pause).
 func (in *instance) Freeze(ctx context.Context) error {
@@ -645,6 +660,8 @@ func (in *instance) Delete(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("removing %s: %w", c.Name, err))
 		}
 	}
+	// Done closes now even if the engine's events never say so.
+	in.finish(backend.Failed, "Removed")
 	return errors.Join(errs...)
 }
 

@@ -1,7 +1,8 @@
 // Package hooks makes instances through an adapter's shell hooks: create,
-// state, collect and delete. The harness knows nothing of what an instance
-// is; it only runs the hooks, with timeouts, and polls the state hook since a
-// hook cannot push events.
+// state, collect and delete, on whatever backend the adapter names. The
+// harness knows nothing of what such an instance is; it only runs the
+// hooks, with timeouts, and polls the state hook since a hook cannot push
+// events. It can do none of the faults' primitives on such an instance.
 package hooks
 
 import (
@@ -19,8 +20,38 @@ import (
 	"github.com/chaos-harness/chaos/internal/shell"
 )
 
+// Name is the backend's name in an adapter's backend field. An adapter of
+// any backend with instance hooks has its instances made here too.
+const Name = "hooks"
+
+func init() {
+	backend.Register(backend.Registration{
+		Name:   Name,
+		Doc:    "instances are made by the adapter's own shell hooks (create, state, collect, delete)",
+		Claims: func(a *adapter.Adapter) bool { return a.Instance.HasHooks() },
+		Support: func(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) string {
+			if on == backend.OnInstances {
+				return "instances are made by the adapter's hooks, so the harness cannot act on them directly; target a role or named target instead"
+			}
+			return ""
+		},
+		Open: open,
+	})
+}
+
+// open opens the hooks backend for a run; hook output goes to
+// logs/collect.log.
+func open(ctx context.Context, run *backend.Run) (backend.Backend, error) {
+	f, err := os.OpenFile(run.Dir.LogFile("collect"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{Spec: run.Adapter.Instance, Runner: run.Runner, Timeout: run.HookTimeout, Log: f, Dir: run.HookDir, closer: f}, nil
+}
+
 // Backend runs instance hooks.
 type Backend struct {
+	closer io.Closer
 	Spec   *adapter.Instance
 	Runner shell.Runner
 	// Timeout bounds each hook when the adapter sets none.
@@ -99,14 +130,19 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	if id == "" {
 		id = spec.Name
 	}
-	in := &instance{b: b, spec: spec, id: id, done: make(chan struct{}), stop: make(chan struct{})}
+	in := &instance{b: b, spec: spec, id: id, done: make(chan struct{}), stop: make(chan struct{}), polled: make(chan struct{})}
 	spec.OnState(backend.Created, "")
 	go in.pollLoop()
 	return in, nil
 }
 
-func (b *Backend) Capture(ctx context.Context, systemDir string) error { return nil }
-func (b *Backend) Close() error                                        { return nil }
+// Close closes the hooks' log.
+func (b *Backend) Close() error {
+	if b.closer != nil {
+		return b.closer.Close()
+	}
+	return nil
+}
 
 type instance struct {
 	b    *Backend
@@ -116,14 +152,32 @@ type instance struct {
 	mu       sync.Mutex
 	state    backend.State
 	done     chan struct{}
+	doneOnce sync.Once
 	stop     chan struct{}
 	stopOnce sync.Once
+	// polled is closed when the poll loop has returned.
+	polled chan struct{}
+}
+
+// end closes Done, once, reporting state first when it is news.
+func (in *instance) end(state backend.State, reason string) {
+	in.doneOnce.Do(func() {
+		in.mu.Lock()
+		changed := state != in.state
+		in.state = state
+		in.mu.Unlock()
+		if changed {
+			in.spec.OnState(state, reason)
+		}
+		close(in.done)
+	})
 }
 
 func (in *instance) env() string { return "CHAOS_SYSTEM_ID=" + in.id }
 
 // pollLoop asks the state hook until the instance ends or is deleted.
 func (in *instance) pollLoop() {
+	defer close(in.polled)
 	t := time.NewTicker(in.b.poll())
 	defer t.Stop()
 	for {
@@ -157,6 +211,10 @@ func (in *instance) readState() bool {
 			}
 		}
 	}
+	if state.Terminal() {
+		in.end(state, reason)
+		return true
+	}
 	in.mu.Lock()
 	changed := state != in.state
 	in.state = state
@@ -164,22 +222,21 @@ func (in *instance) readState() bool {
 	if changed {
 		in.spec.OnState(state, reason)
 	}
-	if state.Terminal() {
-		close(in.done)
-		return true
-	}
 	return false
 }
 
-func (in *instance) SystemID() string      { return in.id }
+func (in *instance) Name() string          { return in.spec.Name }
+func (in *instance) ID() string            { return in.id }
 func (in *instance) Done() <-chan struct{} { return in.done }
 
-func (in *instance) Kill(ctx context.Context) error { return backend.ErrUnsupported }
-func (in *instance) Restart(ctx context.Context, r backend.Restart) error {
-	return backend.ErrUnsupported
-}
-func (in *instance) Freeze(ctx context.Context) error { return backend.ErrUnsupported }
-func (in *instance) Thaw(ctx context.Context) error   { return backend.ErrUnsupported }
+// The harness cannot act on what hooks made: every primitive is
+// unsupported, and binding makes experiments that need one n/a.
+func (in *instance) Kill(ctx context.Context) error                 { return backend.ErrUnsupported }
+func (in *instance) Down(ctx context.Context, d backend.Down) error { return backend.ErrUnsupported }
+func (in *instance) Up(ctx context.Context) error                   { return backend.ErrUnsupported }
+func (in *instance) Ready(ctx context.Context) error                { return backend.ErrUnsupported }
+func (in *instance) Freeze(ctx context.Context) error               { return backend.ErrUnsupported }
+func (in *instance) Thaw(ctx context.Context) error                 { return backend.ErrUnsupported }
 
 // Collect runs the collect hook, which copies the output into
 // $CHAOS_COLLECT_DIR.
@@ -191,13 +248,18 @@ func (in *instance) Collect(ctx context.Context) error {
 	return err
 }
 
-// Delete stops polling and runs the delete hook.
+// Delete stops polling, runs the delete hook and closes Done: an instance
+// deleted before it ended ends Failed (Deleted).
 func (in *instance) Delete(ctx context.Context) error {
 	in.stopOnce.Do(func() { close(in.stop) })
-	if in.b.Spec.Delete == "" {
-		return nil
+	// A state hook under way finishes first, so it cannot report after
+	// the delete.
+	<-in.polled
+	var err error
+	if in.b.Spec.Delete != "" {
+		_, err = in.b.run(ctx, "delete", in.b.Spec.Delete, in.spec, in.env())
 	}
-	_, err := in.b.run(ctx, "delete", in.b.Spec.Delete, in.spec, in.env())
+	in.end(backend.Failed, "Deleted")
 	return err
 }
 

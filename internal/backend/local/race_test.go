@@ -8,18 +8,24 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/backend"
-	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/backend/backendtest"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/fault"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
+
+type nopEnv struct{}
+
+func (nopEnv) Record(string, ...rundir.Field) {}
+func (nopEnv) Back(backend.Handle)            {}
+func (nopEnv) Revert(undo func(context.Context) error) func(context.Context) error {
+	return undo
+}
 
 // TestRestartRacingAnExit restarts instances that end by themselves at about
 // the same moment: every one must either restart or end, never hang.
 func TestRestartRacingAnExit(t *testing.T) {
-	sup, err := proc.NewSupervisor("CHAOS_RUN_ID=local-race")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sup.Close()
-	b := New(sup)
+	b := New(backendtest.NewRun(t, nil))
 	dir := t.TempDir()
 	wrapper, run := filepath.Join(dir, "wrapper.sh"), filepath.Join(dir, "run.sh")
 	os.WriteFile(wrapper, []byte(backend.WrapperScript), 0o755)
@@ -34,7 +40,7 @@ func TestRestartRacingAnExit(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Duration(i%20) * time.Millisecond)
-		_ = inst.Restart(context.Background(), backend.Restart{})
+		_ = fault.Apply(context.Background(), nopEnv{}, fault.Op{Fault: experiment.FaultRestartInPlace}, inst)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		select {
 		case <-inst.Done():

@@ -1,12 +1,12 @@
-// Package testimage builds the small images the harness's own tests and
-// examples run containers from, through the Docker Engine API and without a
-// registry: nothing is ever pulled.
+package docker
+
+// The images instances run from are built through the Docker Engine API and
+// without a registry: nothing is ever pulled.
 //
 // The busybox image is FROM scratch with Debian's statically linked busybox
 // (the host package busybox-static) installed as /bin/busybox, its applets
 // linked into /bin at build time, and an empty /tmp. It is tagged with a hash
 // of what went into it, so it is built once per busybox binary and reused.
-package testimage
 
 import (
 	"archive/tar"
@@ -67,21 +67,20 @@ func refFor(bin []byte) string {
 }
 
 // BuildCommand is the shell command that builds the busybox image by hand
-// with the docker CLI; preflight prints it when the image is missing. The
-// Go way is `go test ./internal/testimage/`, which builds it too.
+// with the docker CLI; preflight prints it when the image is missing.
 func BuildCommand(ref string) string {
 	if ref == "" {
 		ref = BusyboxRepo + ":<hash>"
 	}
-	return fmt.Sprintf("apt-get install -y busybox-static && d=$(mktemp -d) && cp %s \"$d/busybox\" && printf '%%s' %s > \"$d/Dockerfile\" && docker build -t %s \"$d\"  # or: go test ./internal/testimage/",
+	return fmt.Sprintf("apt-get install -y busybox-static && d=$(mktemp -d) && cp %s \"$d/busybox\" && printf '%%s' %s > \"$d/Dockerfile\" && docker build -t %s \"$d\"  # or: chaos build-image",
 		BusyboxPath, shellQuote(Dockerfile), ref)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 var (
-	mu    sync.Mutex
-	built = map[string]bool{}
+	buildMu sync.Mutex
+	built   = map[string]bool{}
 )
 
 // Busybox returns the busybox image's reference, building it first when the
@@ -96,8 +95,8 @@ func Busybox(ctx context.Context) (string, error) {
 		return "", err
 	}
 	ref := refFor(bin)
-	mu.Lock()
-	defer mu.Unlock()
+	buildMu.Lock()
+	defer buildMu.Unlock()
 	if built[ref] {
 		return ref, nil
 	}

@@ -1,4 +1,4 @@
-package testimage
+package docker
 
 import (
 	"context"

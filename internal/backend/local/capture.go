@@ -1,0 +1,125 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// targetState is one entry of system/targets.json.
+type targetState struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Pid     int    `json:"pid,omitempty"`
+	Alive   bool   `json:"alive"`
+	State   string `json:"state,omitempty"`
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+}
+
+// state reads the target's pid, process state and health now.
+func (t *target) state(ctx context.Context) targetState {
+	st := targetState{Name: t.name, Type: t.spec.Type}
+	if pid, err := t.pid(); err != nil {
+		st.Error = err.Error()
+	} else {
+		st.Pid = pid
+		st.Alive = proc.Alive(pid)
+		if s, err := proc.State(pid); err == nil {
+			st.State = string(s)
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	st.Healthy = st.Alive && t.healthy(hctx)
+	cancel()
+	return st
+}
+
+// captureTargets writes system/targets.json: each process target's state at
+// the end of the run (for a target the run stopped, just before the stop).
+func (b *Backend) captureTargets(ctx context.Context) {
+	out := []targetState{}
+	for _, t := range b.sortedTargets() {
+		t.mu.Lock()
+		snap := t.snap
+		t.mu.Unlock()
+		if snap == nil {
+			snap = ptr(t.state(ctx))
+		}
+		out = append(out, *snap)
+	}
+	if err := rundir.WriteJSON(b.run.Dir.Path("system", "targets.json"), out); err != nil {
+		b.run.Errorf("writing system/targets.json: %v", err)
+	}
+}
+
+// captureProcesses writes system/leaked-processes.txt (processes started by
+// this run, found by the run's marker, still alive after cleanup) and
+// system/frozen-processes.txt (any of them, or any target, left stopped).
+// Targets the run restarted but does not own are meant to outlive it and
+// are not leaks.
+func (b *Backend) captureProcesses() {
+	keep := map[int]bool{}
+	var targetPids []int
+	for _, t := range b.sortedTargets() {
+		if pid, err := t.pid(); err == nil && proc.Alive(pid) {
+			targetPids = append(targetPids, pid)
+			if !t.owned() {
+				keep[pid] = true
+				for _, d := range proc.Descendants(pid) {
+					keep[d] = true
+				}
+			}
+		}
+	}
+	pids, err := proc.FindByMarker("CHAOS_RUN_ID=" + b.run.ID)
+	if err != nil {
+		b.run.Errorf("listing the run's processes: %v", err)
+	}
+	var leaked, frozen []string
+	seen := map[int]bool{}
+	describe := func(pid int) string {
+		st, _ := proc.State(pid)
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return fmt.Sprintf("%d %c %s", pid, st, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
+	}
+	sort.Ints(pids)
+	for _, pid := range pids {
+		if keep[pid] || pid == os.Getpid() {
+			continue
+		}
+		seen[pid] = true
+		leaked = append(leaked, describe(pid))
+		if st, err := proc.State(pid); err == nil && (st == 'T' || st == 't') {
+			frozen = append(frozen, describe(pid))
+		}
+	}
+	for _, pid := range targetPids {
+		if seen[pid] {
+			continue
+		}
+		if st, err := proc.State(pid); err == nil && (st == 'T' || st == 't') {
+			frozen = append(frozen, describe(pid))
+		}
+	}
+	write := func(name string, lines []string) {
+		body := strings.Join(lines, "\n")
+		if body != "" {
+			body += "\n"
+		}
+		if err := rundir.WriteFileAtomic(b.run.Dir.Path("system", name), []byte(body)); err != nil {
+			b.run.Errorf("writing system/%s: %v", name, err)
+		}
+	}
+	write("leaked-processes.txt", leaked)
+	write("frozen-processes.txt", frozen)
+	if len(leaked) > 0 {
+		b.run.Record("processes.leaked", rundir.F("count", len(leaked)))
+	}
+}

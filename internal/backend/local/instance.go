@@ -1,0 +1,233 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/proc"
+)
+
+// instance is one process group running the wrapper. Across a Down and Up
+// it is the same instance in the same output directory with a new process.
+type instance struct {
+	sup  *proc.Supervisor
+	spec backend.InstanceSpec
+
+	mu   sync.Mutex
+	p    *proc.Process
+	pid  int
+	down bool // taken down by Down; its exit is not its end
+	// ended is set once, when Done is closed.
+	ended bool
+	done  chan struct{}
+	// exited is closed when the current incarnation's process exits.
+	exited chan struct{}
+}
+
+func (in *instance) start() error {
+	log, err := os.OpenFile(filepath.Join(in.spec.LogDir, "process.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("/bin/sh", in.spec.Wrapper)
+	cmd.Dir = in.spec.OutputDir
+	cmd.Env = in.spec.Env
+	cmd.Stdout, cmd.Stderr = log, log
+	p, err := in.sup.Start(cmd)
+	log.Close()
+	if err != nil {
+		return fmt.Errorf("starting instance %s: %w", in.spec.Name, err)
+	}
+	exited := make(chan struct{})
+	in.mu.Lock()
+	in.p, in.pid, in.exited, in.down = p, p.Pid, exited, false
+	in.mu.Unlock()
+	in.spec.OnState(backend.Running, "Started")
+	go in.watch(p, exited)
+	return nil
+}
+
+// watch turns the process's exit into a state the moment it happens.
+func (in *instance) watch(p *proc.Process, exited chan struct{}) {
+	<-p.Done()
+	in.mu.Lock()
+	down := in.down
+	in.mu.Unlock()
+	close(exited)
+	if down {
+		return
+	}
+	code, signaled, sig := p.ExitStatus()
+	state, reason := backend.Succeeded, "ExitCode0"
+	switch {
+	case signaled:
+		state, reason = backend.Failed, "Killed("+signalName(sig)+")"
+	case code != 0:
+		state, reason = backend.Failed, "ExitCode"+strconv.Itoa(code)
+	}
+	in.end(state, reason)
+}
+
+// end records how the instance ended and closes Done, once.
+func (in *instance) end(state backend.State, reason string) {
+	in.mu.Lock()
+	if in.ended {
+		in.mu.Unlock()
+		return
+	}
+	in.ended = true
+	in.mu.Unlock()
+	in.spec.OnState(state, reason)
+	close(in.done)
+}
+
+func signalName(s syscall.Signal) string {
+	switch s {
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGINT:
+		return "SIGINT"
+	}
+	return strconv.Itoa(int(s))
+}
+
+func (in *instance) Name() string { return in.spec.Name }
+
+func (in *instance) ID() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return strconv.Itoa(in.pid)
+}
+
+func (in *instance) Done() <-chan struct{} { return in.done }
+
+func (in *instance) current() (p *proc.Process, exited chan struct{}, down, ended bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.p, in.exited, in.down, in.ended
+}
+
+// Kill ends the instance: its process group is killed, or, while it is
+// down, it is ended where it lies.
+func (in *instance) Kill(ctx context.Context) error {
+	p, _, down, ended := in.current()
+	if ended {
+		return nil
+	}
+	if down {
+		in.end(backend.Failed, "Killed(SIGKILL)")
+		return nil
+	}
+	// SIGKILL works on stopped processes too.
+	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	select {
+	case <-in.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("instance %s: waiting for it to end after SIGKILL: %w", in.spec.Name, ctx.Err())
+	}
+}
+
+// Down stops the process group (SIGTERM and grace, or SIGKILL) and waits
+// until its process has exited; the instance is Pending until Up.
+func (in *instance) Down(ctx context.Context, d backend.Down) error {
+	// Checked and set at once: the process's own exit either came first
+	// (the instance has ended) or is taken as this Down's.
+	in.mu.Lock()
+	p, exited, down, ended := in.p, in.exited, in.down, in.ended
+	if !ended && !down {
+		in.down = true
+	}
+	in.mu.Unlock()
+	switch {
+	case ended:
+		return fmt.Errorf("instance %s has already ended", in.spec.Name)
+	case down:
+		return fmt.Errorf("instance %s is already down", in.spec.Name)
+	}
+	in.spec.OnState(backend.Pending, d.Reason)
+	var err error
+	if d.Grace > 0 {
+		err = p.Terminate(d.Grace)
+	} else {
+		err = p.Kill()
+	}
+	// A process that ended by itself just before the signal is down, which
+	// is what Down needs; any other failure leaves the instance as it was.
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		in.mu.Lock()
+		in.down = false
+		in.mu.Unlock()
+		return err
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("instance %s: waiting for it to stop: %w", in.spec.Name, ctx.Err())
+	}
+}
+
+// Up starts the wrapper again in the same output directory.
+func (in *instance) Up(ctx context.Context) error {
+	_, _, down, ended := in.current()
+	switch {
+	case ended:
+		return fmt.Errorf("instance %s has already ended", in.spec.Name)
+	case !down:
+		return fmt.Errorf("instance %s is not down", in.spec.Name)
+	}
+	if err := in.start(); err != nil {
+		in.end(backend.Failed, "RestartFailed")
+		return err
+	}
+	return nil
+}
+
+// Ready holds once Up has returned: a process has no health of its own.
+func (in *instance) Ready(ctx context.Context) error { return nil }
+
+func (in *instance) Freeze(ctx context.Context) error {
+	p, _, down, ended := in.current()
+	if ended || down {
+		return fmt.Errorf("instance %s is not running", in.spec.Name)
+	}
+	return p.Freeze()
+}
+
+func (in *instance) Thaw(ctx context.Context) error {
+	p, _, down, ended := in.current()
+	if ended || down {
+		return nil
+	}
+	return p.Thaw()
+}
+
+// Collect has nothing to do: the output directory is in the run directory.
+func (in *instance) Collect(ctx context.Context) error { return nil }
+
+// Delete kills what is left of the instance, including anything it left
+// behind after its main process ended, and closes Done.
+func (in *instance) Delete(ctx context.Context) error {
+	p, _, _, ended := in.current()
+	if !ended {
+		return in.Kill(ctx)
+	}
+	// Children of the instance that outlived it still carry its marker.
+	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+)
+
+// On says what a fault acts on: a workload's instances, a named target, or
+// a role inside each instance.
+type On string
+
+// What faults act on.
+const (
+	OnInstances On = "instances"
+	OnTarget    On = "target"
+	OnRole      On = "role"
+)
+
+// Registration is one backend: its name (an adapter's backend field), what
+// it can do, and how to open it for a run. Everything but Name and Open is
+// optional.
+type Registration struct {
+	Name string
+	// Doc is one line for chaos adapters and the docs.
+	Doc string
+	// Instances is the kind of a native instance; "" when the backend makes
+	// no instances itself.
+	Instances Kind
+	// Targets and Roles are the kinds of named targets and of roles inside
+	// instances the backend can act on for an adapter that names it.
+	Targets, Roles []Kind
+	// Shared are kinds of named targets it acts on for an adapter of any
+	// backend: processes on this machine.
+	Shared []Kind
+	// Support returns why fault cannot be applied on a thing of kind (""
+	// for instances of a backend without native instances), or "" when it
+	// can. Nil supports every fault on every kind it lists.
+	Support func(a *adapter.Adapter, on On, kind Kind, fault string) string
+	// Claims reports whether the backend makes a's instances whatever a's
+	// backend field says (instance hooks make them, on any backend).
+	Claims func(a *adapter.Adapter) bool
+	// Always opens the backend in every run, for the processes the harness
+	// itself starts on this machine (hooks, watchers): its captures and
+	// sweeps see them.
+	Always bool
+	// Open opens the backend for one run. An unreachable system is not an
+	// error here: the backend's preflight checks report it.
+	Open func(ctx context.Context, run *Run) (Backend, error)
+	// Cleanup removes what an interrupted run left behind (chaos cleanup):
+	// that run's with runID, else those of runs whose harness is gone. It
+	// calls found once per thing removed (or that would be, with dryRun).
+	Cleanup func(ctx context.Context, runID string, dryRun bool, found func(what string)) error
+	// BuildImage builds the backend's default instance image with no
+	// registry (chaos build-image), saying what it did on out.
+	BuildImage func(ctx context.Context, out io.Writer) error
+	// Adapters are built-in adapters the backend brings: file name to
+	// manifest.
+	Adapters map[string][]byte
+}
+
+var (
+	mu   sync.RWMutex
+	regs = map[string]Registration{}
+)
+
+// Register adds a backend; a backend package calls it from init. Its
+// built-in adapters become resolvable by id.
+func Register(r Registration) {
+	if r.Name == "" || r.Open == nil {
+		panic("backend.Register: a backend needs a name and Open")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := regs[r.Name]; dup {
+		panic("backend.Register: " + r.Name + " registered twice")
+	}
+	regs[r.Name] = r
+	for file, data := range r.Adapters {
+		adapter.RegisterBuiltin(file, data)
+	}
+}
+
+// Lookup returns the backend registered under name.
+func Lookup(name string) (Registration, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	r, ok := regs[name]
+	return r, ok
+}
+
+// All returns every registered backend, by name.
+func All() []Registration {
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make([]Registration, 0, len(regs))
+	for _, n := range slices.Sorted(maps.Keys(regs)) {
+		out = append(out, regs[n])
+	}
+	return out
+}
+
+// Names lists the registered backends.
+func Names() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return slices.Sorted(maps.Keys(regs))
+}
+
+// ForInstances returns the backend that makes a's instances: one that
+// claims the adapter (instance hooks), else the one a names.
+func ForInstances(a *adapter.Adapter) (Registration, error) {
+	for _, r := range All() {
+		if r.Claims != nil && r.Claims(a) {
+			return r, nil
+		}
+	}
+	if r, ok := Lookup(a.Backend); ok {
+		return r, nil
+	}
+	return Registration{}, fmt.Errorf("this build has no %s backend (it has %v)", a.Backend, Names())
+}
+
+// ForKind returns the backend that acts on a's targets (on = OnTarget) or
+// roles (OnRole) of kind k: the one a names when it can, else, for
+// targets, one that acts on that kind for any adapter. Roles live inside
+// instances, so only a's own backend has them.
+func ForKind(a *adapter.Adapter, on On, k Kind) (Registration, bool) {
+	if r, ok := Lookup(a.Backend); ok {
+		kinds := r.Targets
+		if on == OnRole {
+			kinds = r.Roles
+		}
+		if slices.Contains(kinds, k) {
+			return r, true
+		}
+	}
+	if on == OnRole {
+		return Registration{}, false
+	}
+	for _, r := range All() {
+		if slices.Contains(r.Shared, k) {
+			return r, true
+		}
+	}
+	return Registration{}, false
+}
+
+// Supports returns why fault cannot be applied to what on names (of kind k)
+// on backend r with adapter a, or "" when it can.
+func (r Registration) Supports(a *adapter.Adapter, on On, k Kind, fault string) string {
+	if r.Support == nil {
+		return ""
+	}
+	return r.Support(a, on, k, fault)
+}

@@ -1,0 +1,191 @@
+// Package fault is the built-in faults, each written once over the
+// primitives of a backend.Handle, so a fault means the same on a process,
+// a container and a pod:
+//
+//	kill              Down at once. An instance ends (Failed) for good; a
+//	                  target or role is brought back Up when the flow ends.
+//	restart           Down gracefully (SIGTERM, grace, kill), Up, Ready.
+//	restart-in-place  Down at once, Up, Ready.
+//	outage            Down at once, held down for the duration, Up, Ready.
+//	freeze            Freeze, for the duration (or to the flow's end), Thaw.
+//	crash-loop        Down; Up and Down again the moment it has started
+//	                  (recovering); Up, Ready and Down once more (ready);
+//	                  then Up and Ready for good.
+//
+// What each primitive is on each backend is the backend's business; see
+// docs/faults.md for the table.
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// DefaultGrace is how long a graceful stop waits after SIGTERM before it
+// kills.
+const DefaultGrace = 10 * time.Second
+
+// Op is one application of a fault.
+type Op struct {
+	Operation string
+	Fault     string
+	// Duration holds an outage or a freeze; zero holds a freeze until the
+	// flow ends.
+	Duration time.Duration
+	// Grace is a restart's graceful stop (DefaultGrace when zero).
+	Grace time.Duration
+}
+
+// Env is what a fault needs from the run applying it.
+type Env interface {
+	// Record writes a timeline event.
+	Record(event string, fields ...rundir.Field)
+	// Revert registers undo to run when the flow ends or the run aborts,
+	// whichever comes first, and returns a func that runs it now instead
+	// (at most once either way).
+	Revert(undo func(ctx context.Context) error) (now func(ctx context.Context) error)
+	// Back is told when a handle a fault took down is up and ready again.
+	Back(h backend.Handle)
+}
+
+// Ender is a handle that can end for good: an instance.
+type Ender interface {
+	Kill(ctx context.Context) error
+}
+
+// Apply applies op to h. It returns once the fault has had its effect and,
+// for an outage or a freeze with a duration, once it has been reverted.
+// An aborted ctx cuts a hold short, but the revert still runs.
+func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
+	grace := op.Grace
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	switch op.Fault {
+	case experiment.FaultKill:
+		if e, ok := h.(Ender); ok {
+			return e.Kill(ctx)
+		}
+		if err := h.Down(ctx, backend.Down{Reason: "Killed"}); err != nil {
+			return err
+		}
+		// Leave the system as the run found it.
+		env.Revert(func(ctx context.Context) error { return back(ctx, env, op, h) })
+		return nil
+	case experiment.FaultRestart:
+		if err := h.Down(ctx, backend.Down{Grace: grace, Reason: "Restarting"}); err != nil {
+			return err
+		}
+		return back(context.WithoutCancel(ctx), env, op, h)
+	case experiment.FaultRestartInPlace:
+		if err := h.Down(ctx, backend.Down{Reason: "Restarting"}); err != nil {
+			return err
+		}
+		return back(context.WithoutCancel(ctx), env, op, h)
+	case experiment.FaultOutage:
+		if err := h.Down(ctx, backend.Down{Reason: "Outage"}); err != nil {
+			return err
+		}
+		return hold(ctx, env, op, func(ctx context.Context) error { return back(ctx, env, op, h) })
+	case experiment.FaultFreeze:
+		if err := h.Freeze(ctx); err != nil {
+			return err
+		}
+		return hold(ctx, env, op, h.Thaw)
+	case experiment.FaultCrashLoop:
+		return crashLoop(ctx, env, op, h)
+	}
+	return fmt.Errorf("unknown fault %s", op.Fault)
+}
+
+// back brings h up again and waits until it is ready.
+func back(ctx context.Context, env Env, op Op, h backend.Handle) error {
+	if err := h.Up(ctx); err != nil {
+		return err
+	}
+	if err := h.Ready(ctx); err != nil {
+		return err
+	}
+	env.Back(h)
+	return nil
+}
+
+// hold registers undo as the revert and, with a duration, waits it out
+// and reverts at once; without one, the revert waits for the end of the
+// flow. An abort cuts the wait short and reverts at once.
+func hold(ctx context.Context, env Env, op Op, undo func(ctx context.Context) error) error {
+	now := env.Revert(undo)
+	if op.Duration <= 0 {
+		return nil
+	}
+	err := sleep(ctx, op.Duration)
+	if rerr := now(context.WithoutCancel(ctx)); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// Phases of a crash loop, in the order the kills come.
+const (
+	PhaseFirst      = "first"
+	PhaseRecovering = "recovering"
+	PhaseReady      = "ready"
+)
+
+// crashLoop kills h, kills it again the moment it has started (while it is
+// recovering), once more just after it is ready, then brings it back for
+// good. Each kill is recorded with its phase and the id it hit.
+func crashLoop(ctx context.Context, env Env, op Op, h backend.Handle) error {
+	// Once the first kill has landed the handle is always brought back: an
+	// abort in between ends the loop early with the handle up and ready.
+	bg := context.WithoutCancel(ctx)
+	kill := func(ctx context.Context, phase string) error {
+		env.Record("crash-loop.kill", rundir.F("operation", op.Operation), rundir.F("target", h.Name()), rundir.F("phase", phase), rundir.F("id", h.ID()))
+		return h.Down(ctx, backend.Down{Reason: "CrashLoop"})
+	}
+	aborted := func() error {
+		return errors.Join(context.Cause(ctx), back(bg, env, op, h))
+	}
+	if err := kill(ctx, PhaseFirst); err != nil {
+		return err
+	}
+	if err := h.Up(bg); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return aborted()
+	}
+	if err := kill(bg, PhaseRecovering); err != nil {
+		return err
+	}
+	if err := h.Up(bg); err != nil {
+		return err
+	}
+	if err := h.Ready(bg); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return aborted()
+	}
+	if err := kill(bg, PhaseReady); err != nil {
+		return err
+	}
+	return back(bg, env, op, h)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
