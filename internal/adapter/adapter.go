@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -17,21 +18,42 @@ import (
 // Duration is re-exported so callers need not import package manifest.
 type Duration = manifest.Duration
 
-// Backends.
-const (
-	// BackendProcess runs instances as local processes and acts on process
-	// targets with signals.
-	BackendProcess = "process"
-	// BackendDocker runs instances as containers.
-	BackendDocker = "docker"
-	// BackendKubernetes runs instances as pods.
-	BackendKubernetes = "kubernetes"
-	// BackendHooks does everything through the adapter's shell hooks.
-	BackendHooks = "hooks"
+// BackendProblem is something a backend needs of an adapter that names it
+// and that the adapter lacks: the field, and what is wrong.
+type BackendProblem struct{ Field, Msg string }
+
+var (
+	backendsMu sync.Mutex
+	backends   []string
+	checks     = map[string]func(*Adapter) []BackendProblem{}
 )
 
-// Backends lists the backends an adapter may name.
-var Backends = []string{BackendProcess, BackendDocker, BackendKubernetes, BackendHooks}
+// RegisterBackend makes name a valid value of an adapter's backend field;
+// check, when set, says what that backend needs of an adapter. Package
+// backend calls it for every backend it registers, so the manifest names
+// only the backends this build has.
+func RegisterBackend(name string, check func(*Adapter) []BackendProblem) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	if slices.Contains(backends, name) {
+		panic("adapter.RegisterBackend: " + name + " registered twice")
+	}
+	backends = append(backends, name)
+	checks[name] = check
+}
+
+// Backends lists the backends an adapter may name, sorted.
+func Backends() []string {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	return slices.Sorted(slices.Values(backends))
+}
+
+func backendCheck(name string) func(*Adapter) []BackendProblem {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	return checks[name]
+}
 
 // Target types.
 const (
@@ -47,7 +69,7 @@ type Adapter struct {
 	ID          string            `yaml:"id" json:"id"`
 	Title       string            `yaml:"title" json:"title,omitempty"`
 	Description string            `yaml:"description" json:"description,omitempty"`
-	Backend     string            `yaml:"backend" json:"backend" jsonschema:"enum=process,enum=docker,enum=kubernetes,enum=hooks"`
+	Backend     string            `yaml:"backend" json:"backend" jsonschema_description:"The backend: chaos adapters lists those this build has."`
 	Env         map[string]string `yaml:"env" json:"env,omitempty" jsonschema_description:"Variables given to every hook."`
 	// HookTimeout bounds every hook that sets no timeout of its own.
 	HookTimeout Duration `yaml:"hook-timeout" json:"hook-timeout,omitempty" jsonschema_description:"Limit for hooks that set none of their own (default 60s)."`

@@ -73,20 +73,24 @@ func validate(d *manifest.Decoder, a *Adapter) {
 	case !idPattern.MatchString(a.ID):
 		d.Problem("id", "%q is not a valid id: use lower-case letters, digits, dots, underscores and dashes", a.ID)
 	}
+	known := Backends()
 	switch {
 	case a.Backend == "":
-		d.Problem("backend", "missing; one of %s", strings.Join(Backends, ", "))
-	case !slices.Contains(Backends, a.Backend):
-		d.Problem("backend", "unknown backend %q; expected one of %s%s", a.Backend, strings.Join(Backends, ", "), manifest.DidYouMean(a.Backend, Backends))
+		d.Problem("backend", "missing; one of %s", strings.Join(known, ", "))
+	case !slices.Contains(known, a.Backend):
+		d.Problem("backend", "unknown backend %q; expected one of %s%s", a.Backend, strings.Join(known, ", "), manifest.DidYouMean(a.Backend, known))
+	default:
+		if check := backendCheck(a.Backend); check != nil {
+			for _, p := range check(a) {
+				d.Problem(p.Field, "%s", p.Msg)
+			}
+		}
 	}
 	if in := a.Instance; in != nil {
 		if (in.Create == "") != (in.State == "") {
 			d.Problem("instance", "instance hooks come as a set: create and state are both needed (collect and delete are optional)")
 		}
 		checkFaults(d, "instance.faults", in.Faults)
-	}
-	if a.Backend == BackendHooks && !a.Instance.HasHooks() {
-		d.Problem("instance", "the hooks backend needs instance hooks: create and state at least")
 	}
 	for name, t := range a.Targets.Named {
 		p := "targets." + name

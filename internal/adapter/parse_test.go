@@ -76,14 +76,14 @@ apiVersion: chaos/v1alpha1
 id: a
 backend: dokcer
 `), want: []prob{
-		e(3, 10, "backend", "unknown backend \"dokcer\"; expected one of process, docker, kubernetes, hooks (did you mean \"docker\"?)"),
+		e(3, 10, "backend", "unknown backend \"dokcer\"; expected one of docker, hooks, kubernetes, process (did you mean \"docker\"?)"),
 	}},
 	{name: "missing apiVersion, id and backend", yaml: doc(`
 title: nothing
 `), want: []prob{
 		e(1, 1, "apiVersion", "missing; write apiVersion: chaos/v1alpha1"),
 		e(1, 1, "id", "missing; every adapter needs an id"),
-		e(1, 1, "backend", "missing; one of process, docker, kubernetes, hooks"),
+		e(1, 1, "backend", "missing; one of docker, hooks, kubernetes, process"),
 	}},
 	{name: "wrong apiVersion and a bad id", yaml: doc(`
 apiVersion: v1
@@ -407,7 +407,7 @@ func TestGoodAdapterModel(t *testing.T) {
 	if ps.Err() != nil {
 		t.Fatal(ps)
 	}
-	if a.Backend != BackendDocker || a.HookTimeout.String() != "1m30s" || a.Settle.String() != "5s" || a.Env["GATEWAY_PORT"] != "18080" {
+	if a.Backend != "docker" || a.HookTimeout.String() != "1m30s" || a.Settle.String() != "5s" || a.Env["GATEWAY_PORT"] != "18080" {
 		t.Errorf("top level %+v", a)
 	}
 	if !a.Instance.HasHooks() || a.Instance.PollInterval.String() != "500ms" || strings.Join(a.Instance.Faults, ",") != "kill,restart,freeze" {
@@ -502,6 +502,17 @@ func TestBuiltins(t *testing.T) {
 // TestMain registers the built-in adapters the backends bring, read from
 // their packages' files (this package cannot import them).
 func TestMain(m *testing.M) {
+	// The backends this package's tests name, as package backend would
+	// register them.
+	for _, name := range []string{"process", "docker", "kubernetes"} {
+		RegisterBackend(name, nil)
+	}
+	RegisterBackend("hooks", func(a *Adapter) []BackendProblem {
+		if !a.Instance.HasHooks() {
+			return []BackendProblem{{Field: "instance", Msg: "the hooks backend needs instance hooks: create and state at least"}}
+		}
+		return nil
+	})
 	for file, path := range map[string]string{
 		"local.yaml":  "../backend/local/local.yaml",
 		"docker.yaml": "../backend/docker/docker.yaml",
@@ -537,7 +548,7 @@ func TestResolver(t *testing.T) {
 	r := Resolver{Dirs: []string{filepath.Join(dir, "one"), filepath.Join(dir, "two"), filepath.Join(dir, "missing")}}
 
 	a, ps := r.Resolve("mine")
-	if ps.Err() != nil || a.Backend != BackendProcess || a.Builtin {
+	if ps.Err() != nil || a.Backend != "process" || a.Builtin {
 		t.Errorf("Resolve(mine) = %+v, %v", a, ps)
 	}
 	a, ps = r.Resolve("local")
@@ -637,7 +648,7 @@ func FuzzParseAdapter(f *testing.F) {
 		if a.ID == "" {
 			t.Fatalf("accepted an adapter without an id:\n%s", data)
 		}
-		if !slices.Contains(Backends, a.Backend) {
+		if !slices.Contains(Backends(), a.Backend) {
 			t.Fatalf("accepted backend %q", a.Backend)
 		}
 		_ = a.TargetNames()

@@ -52,6 +52,11 @@ func ParseState(s string) (State, bool) {
 // binding makes experiments that would need it n/a before they run.
 var ErrUnsupported = errors.New("not supported by this backend")
 
+// ErrGone is returned by Up on a handle that no longer exists: a role
+// removed with its instance. A kill's revert takes it as nothing left to
+// bring back.
+var ErrGone = errors.New("it no longer exists")
+
 // Kind is what a handle is on its system: the type of an adapter's
 // targets and roles.
 type Kind string

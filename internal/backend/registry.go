@@ -59,6 +59,9 @@ type Registration struct {
 	// BuildImage builds the backend's default instance image with no
 	// registry (chaos build-image), saying what it did on out.
 	BuildImage func(ctx context.Context, out io.Writer) error
+	// Check says what the backend needs of an adapter that names it,
+	// reported when the adapter is parsed.
+	Check func(a *adapter.Adapter) []adapter.BackendProblem
 	// Adapters are built-in adapters the backend brings: file name to
 	// manifest.
 	Adapters map[string][]byte
@@ -81,6 +84,7 @@ func Register(r Registration) {
 		panic("backend.Register: " + r.Name + " registered twice")
 	}
 	regs[r.Name] = r
+	adapter.RegisterBackend(r.Name, r.Check)
 	for file, data := range r.Adapters {
 		adapter.RegisterBuiltin(file, data)
 	}

@@ -75,8 +75,13 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		if err := h.Down(ctx, backend.Down{Reason: "Killed"}); err != nil {
 			return err
 		}
-		// Leave the system as the run found it.
-		env.Revert(func(ctx context.Context) error { return back(ctx, env, op, h) })
+		// Leave the system as the run found it, where it still exists.
+		env.Revert(func(ctx context.Context) error {
+			if err := back(ctx, env, op, h); err != nil && !errors.Is(err, backend.ErrGone) {
+				return err
+			}
+			return nil
+		})
 		return nil
 	case experiment.FaultRestart:
 		if err := h.Down(ctx, backend.Down{Grace: grace, Reason: "Restarting"}); err != nil {

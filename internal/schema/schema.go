@@ -75,5 +75,9 @@ func Adapter() *jsonschema.Schema {
 		s.Definitions[name] = d
 	}
 	setRequired(s, adapterRequired)
+	// The backends are the ones this build registered.
+	if b, ok := s.Properties.Get("backend"); ok {
+		b.Enum = toAny(adapter.Backends())
+	}
 	return s
 }

@@ -96,7 +96,7 @@ func TestExperimentSchemaAcceptsManifests(t *testing.T) {
 
 func TestAdapterSchemaAcceptsManifests(t *testing.T) {
 	s := compile(t, Adapter())
-	files := glob(t, "../adapter/testdata/good/*.yaml", "../experiment/testdata/adapters/*.yaml", "../adapter/builtin/*.yaml")
+	files := glob(t, "../adapter/testdata/good/*.yaml", "../experiment/testdata/adapters/*.yaml", "../backend/*/*.yaml")
 	for _, f := range files {
 		if filepath.Base(f) == "empty-sections.yaml" {
 			// targets: with nothing after it is null in JSON; the harness

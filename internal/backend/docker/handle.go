@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -46,6 +47,9 @@ func (h *containerHandle) Down(ctx context.Context, d backend.Down) error {
 // Up starts the same container again.
 func (h *containerHandle) Up(ctx context.Context) error {
 	if err := h.b.g.start(ctx, h.c.ID); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("container %s: %w", h.c.Name, backend.ErrGone)
+		}
 		return fmt.Errorf("container %s: starting again: %w", h.c.Name, err)
 	}
 	return nil

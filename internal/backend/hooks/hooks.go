@@ -29,6 +29,12 @@ func init() {
 		Name:   Name,
 		Doc:    "instances are made by the adapter's own shell hooks (create, state, collect, delete)",
 		Claims: func(a *adapter.Adapter) bool { return a.Instance.HasHooks() },
+		Check: func(a *adapter.Adapter) []adapter.BackendProblem {
+			if !a.Instance.HasHooks() {
+				return []adapter.BackendProblem{{Field: "instance", Msg: "the hooks backend needs instance hooks: create and state at least"}}
+			}
+			return nil
+		},
 		Support: func(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) string {
 			if on == backend.OnInstances {
 				return "instances are made by the adapter's hooks, so the harness cannot act on them directly; target a role or named target instead"

@@ -219,8 +219,19 @@ func (t *target) Up(ctx context.Context) error {
 		return fmt.Errorf("target %s has no start hook, so it cannot be started again", t.name)
 	}
 	t.mu.Lock()
-	old := t.downPid
+	old, prev := t.downPid, t.starting
+	t.mu.Unlock()
+	// A start hook an earlier Up launched (a crash loop killed what it
+	// started) finishes first: two start hooks never race.
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	done := make(chan error, 1)
+	t.mu.Lock()
 	t.starting = done
 	t.mu.Unlock()
 	go func() {
@@ -228,26 +239,35 @@ func (t *target) Up(ctx context.Context) error {
 		done <- err
 	}()
 	deadline := time.Now().Add(t.healthTimeout())
+	hookDone := false
 	for {
-		if p, err := t.livePid(); err == nil && p != old {
+		p, err := t.livePid()
+		if err == nil && p != old {
 			return nil
 		}
+		if !hookDone {
+			select {
+			case herr := <-done:
+				done <- herr // for Ready
+				if herr != nil {
+					return herr
+				}
+				// A daemon writes its pid file a moment after the hook
+				// that started it has returned.
+				hookDone = true
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("its pid file still names pid %d, which was taken down", p)
+			}
+			return fmt.Errorf("target %s did not start within %s: %w", t.name, t.healthTimeout(), err)
+		}
 		select {
-		case err := <-done:
-			done <- err // for Ready
-			if err != nil {
-				return err
-			}
-			if _, err := t.livePid(); err != nil {
-				return fmt.Errorf("target %s: its start hook succeeded, but %w", t.name, err)
-			}
-			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("target %s did not start within %s", t.name, t.healthTimeout())
 		}
 	}
 }
