@@ -19,8 +19,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
-	"github.com/chaos-harness/chaos/internal/rundir"
 	dockerbe "github.com/chaos-harness/chaos/internal/backend/docker"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 var (
