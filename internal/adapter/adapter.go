@@ -7,7 +7,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -21,39 +20,6 @@ type Duration = manifest.Duration
 // BackendProblem is something a backend needs of an adapter that names it
 // and that the adapter lacks: the field, and what is wrong.
 type BackendProblem struct{ Field, Msg string }
-
-var (
-	backendsMu sync.Mutex
-	backends   []string
-	checks     = map[string]func(*Adapter) []BackendProblem{}
-)
-
-// RegisterBackend makes name a valid value of an adapter's backend field;
-// check, when set, says what that backend needs of an adapter. Package
-// backend calls it for every backend it registers, so the manifest names
-// only the backends this build has.
-func RegisterBackend(name string, check func(*Adapter) []BackendProblem) {
-	backendsMu.Lock()
-	defer backendsMu.Unlock()
-	if slices.Contains(backends, name) {
-		panic("adapter.RegisterBackend: " + name + " registered twice")
-	}
-	backends = append(backends, name)
-	checks[name] = check
-}
-
-// Backends lists the backends an adapter may name, sorted.
-func Backends() []string {
-	backendsMu.Lock()
-	defer backendsMu.Unlock()
-	return slices.Sorted(slices.Values(backends))
-}
-
-func backendCheck(name string) func(*Adapter) []BackendProblem {
-	backendsMu.Lock()
-	defer backendsMu.Unlock()
-	return checks[name]
-}
 
 // Target types.
 const (

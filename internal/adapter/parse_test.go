@@ -71,19 +71,12 @@ type badCase struct {
 // badAdapters are small complete adapter manifests that are each wrong in
 // a known way. The fuzz target is seeded with them too.
 var badAdapters = []badCase{
-	{name: "unknown backend", yaml: doc(`
-apiVersion: chaos/v1alpha1
-id: a
-backend: dokcer
-`), want: []prob{
-		e(3, 10, "backend", "unknown backend \"dokcer\"; expected one of docker, hooks, kubernetes, process (did you mean \"docker\"?)"),
-	}},
 	{name: "missing apiVersion, id and backend", yaml: doc(`
 title: nothing
 `), want: []prob{
 		e(1, 1, "apiVersion", "missing; write apiVersion: chaos/v1alpha1"),
 		e(1, 1, "id", "missing; every adapter needs an id"),
-		e(1, 1, "backend", "missing; one of docker, hooks, kubernetes, process"),
+		e(1, 1, "backend", "missing; name the backend the adapter is for (chaos adapters lists those this build has)"),
 	}},
 	{name: "wrong apiVersion and a bad id", yaml: doc(`
 apiVersion: v1
@@ -242,13 +235,6 @@ instance:
   collect: docker cp "$CHAOS_SYSTEM_ID:/output" "$CHAOS_COLLECT_DIR"
 `), want: []prob{
 		e(5, 3, "instance", "instance hooks come as a set: create and state are both needed (collect and delete are optional)"),
-	}},
-	{name: "hooks backend without hooks", yaml: doc(`
-apiVersion: chaos/v1alpha1
-id: a
-backend: hooks
-`), want: []prob{
-		e(1, 1, "instance", "the hooks backend needs instance hooks: create and state at least"),
 	}},
 	{name: "operation named like a built-in fault, operation without run", yaml: doc(`
 apiVersion: chaos/v1alpha1
@@ -502,17 +488,6 @@ func TestBuiltins(t *testing.T) {
 // TestMain registers the built-in adapters the backends bring, read from
 // their packages' files (this package cannot import them).
 func TestMain(m *testing.M) {
-	// The backends this package's tests name, as package backend would
-	// register them.
-	for _, name := range []string{"process", "docker", "kubernetes"} {
-		RegisterBackend(name, nil)
-	}
-	RegisterBackend("hooks", func(a *Adapter) []BackendProblem {
-		if !a.Instance.HasHooks() {
-			return []BackendProblem{{Field: "instance", Msg: "the hooks backend needs instance hooks: create and state at least"}}
-		}
-		return nil
-	})
 	for file, path := range map[string]string{
 		"local.yaml":  "../backend/local/local.yaml",
 		"docker.yaml": "../backend/docker/docker.yaml",
@@ -648,7 +623,7 @@ func FuzzParseAdapter(f *testing.F) {
 		if a.ID == "" {
 			t.Fatalf("accepted an adapter without an id:\n%s", data)
 		}
-		if !slices.Contains(Backends(), a.Backend) {
+		if a.Backend == "" {
 			t.Fatalf("accepted backend %q", a.Backend)
 		}
 		_ = a.TargetNames()

@@ -6,9 +6,11 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
 // On says what a fault acts on: a workload's instances, a named target, or
@@ -84,7 +86,6 @@ func Register(r Registration) {
 		panic("backend.Register: " + r.Name + " registered twice")
 	}
 	regs[r.Name] = r
-	adapter.RegisterBackend(r.Name, r.Check)
 	for file, data := range r.Adapters {
 		adapter.RegisterBuiltin(file, data)
 	}
@@ -162,4 +163,26 @@ func (r Registration) Supports(a *adapter.Adapter, on On, k Kind, fault string) 
 		return ""
 	}
 	return r.Support(a, on, k, fault)
+}
+
+// CheckAdapter reports, with positions in a's file, what is wrong with a
+// for this build: a backend it does not have, or what the backend a names
+// needs of an adapter. Parsing an adapter does not check this, so a run
+// directory's adapter reads on any build; binding an experiment to an
+// adapter does.
+func CheckAdapter(a *adapter.Adapter) manifest.Problems {
+	if a.Backend == "" {
+		return nil
+	}
+	d := &manifest.Decoder{File: a.File, Positions: a.Positions}
+	r, ok := Lookup(a.Backend)
+	switch {
+	case !ok:
+		d.Problem("backend", "unknown backend %q; this build has %s%s", a.Backend, strings.Join(Names(), ", "), manifest.DidYouMean(a.Backend, Names()))
+	case r.Check != nil:
+		for _, p := range r.Check(a) {
+			d.Problem(p.Field, "%s", p.Msg)
+		}
+	}
+	return d.Problems
 }

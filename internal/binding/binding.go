@@ -40,10 +40,10 @@ type Result struct {
 
 // Bind checks x against a. x must already be free of errors of its own.
 func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
-	b := &binder{x: x, a: a, d: &manifest.Decoder{File: x.File, Positions: x.Positions}}
-	if _, err := backend.ForInstances(a); err != nil {
-		b.na(fmt.Sprintf("adapter %s: %v", a.ID, err))
+	if ps := backend.CheckAdapter(a); ps.Err() != nil {
+		return Result{Status: Invalid, Problems: ps}
 	}
+	b := &binder{x: x, a: a, d: &manifest.Decoder{File: x.File, Positions: x.Positions}}
 	for i := range x.Operations {
 		b.operation(fmt.Sprintf("operations[%d]", i), &x.Operations[i])
 	}

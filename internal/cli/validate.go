@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/manifest"
@@ -72,6 +73,9 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool) bo
 	}
 	if kind == "adapter" {
 		a, ps := adapter.Load(file)
+		if a != nil && ps.Err() == nil {
+			ps = append(ps, backend.CheckAdapter(a)...)
+		}
 		if ps.Err() != nil {
 			fmt.Fprintf(s.out, "invalid  adapter %s\n", file)
 			printProblems(s.out, "  ", ps)

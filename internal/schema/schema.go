@@ -6,6 +6,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
 )
 
@@ -77,7 +78,7 @@ func Adapter() *jsonschema.Schema {
 	setRequired(s, adapterRequired)
 	// The backends are the ones this build registered.
 	if b, ok := s.Properties.Get("backend"); ok {
-		b.Enum = toAny(adapter.Backends())
+		b.Enum = toAny(backend.Names())
 	}
 	return s
 }

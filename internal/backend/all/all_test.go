@@ -25,3 +25,31 @@ func TestBuiltinAdapters(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckAdapter: an adapter names a backend of this build, and gives
+// it what it needs; each problem has its position in the adapter's file.
+func TestCheckAdapter(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		want       string
+	}{
+		{"unknown backend", "apiVersion: chaos/v1alpha1\nid: a\nbackend: dokcer\n",
+			`a.yaml:3:10: backend: unknown backend "dokcer"; this build has docker, hooks, process (did you mean "docker"?)`},
+		{"hooks backend without hooks", "apiVersion: chaos/v1alpha1\nid: a\nbackend: hooks\n",
+			"a.yaml:1:1: instance: the hooks backend needs instance hooks: create and state at least"},
+		{"a known backend", "apiVersion: chaos/v1alpha1\nid: a\nbackend: process\n", ""},
+		{"hooks with hooks", "apiVersion: chaos/v1alpha1\nid: a\nbackend: hooks\ninstance: {create: ./c, state: ./s}\n", ""},
+	} {
+		a, ps := adapter.Parse("a.yaml", []byte(c.yaml))
+		if ps.Err() != nil {
+			t.Fatalf("%s: parse: %v", c.name, ps)
+		}
+		got := ""
+		if ps := backend.CheckAdapter(a); ps != nil {
+			got = ps.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s:\n got  %s\n want %s", c.name, got, c.want)
+		}
+	}
+}
