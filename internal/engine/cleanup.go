@@ -64,7 +64,7 @@ func (e *engine) cleanup(ctx context.Context) {
 	}
 	if settle > 0 {
 		e.rec.Record("settle.started", rundir.F("duration", settle.String()))
-		_ = sleep(ctx, settle)
+		_ = backend.Sleep(ctx, settle)
 	}
 
 	e.stopOwnedTargets(ctx)

@@ -77,7 +77,7 @@ func (e *engine) nodeBody(ctx context.Context, f *experiment.FlowNode) error {
 	case experiment.FlowParallel:
 		return e.parallel(ctx, f.Children)
 	case experiment.FlowDelay:
-		return sleep(ctx, f.Delay.D())
+		return backend.Sleep(ctx, f.Delay.D())
 	case experiment.FlowWait:
 		if f.Wait.Signal != "" {
 			return e.waitSignal(ctx, f.Wait)
@@ -129,17 +129,6 @@ func (e *engine) repeat(ctx context.Context, f *experiment.FlowNode) error {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
 // waitSignal waits for the next line matching the adapter's signal after
 // the wait began, then for the wait's delay. A timeout is a flow error.
 func (e *engine) waitSignal(ctx context.Context, w *experiment.Wait) error {
@@ -160,7 +149,7 @@ func (e *engine) waitSignal(ctx context.Context, w *experiment.Wait) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	return sleep(ctx, w.Delay.D())
+	return backend.Sleep(ctx, w.Delay.D())
 }
 
 // waitWorkload waits until the workload's instances meet the condition.

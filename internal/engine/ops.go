@@ -76,7 +76,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 		go func() {
 			defer wg.Done()
 			if jitters[i] > 0 {
-				if err := sleep(ctx, jitters[i]); err != nil {
+				if err := backend.Sleep(ctx, jitters[i]); err != nil {
 					errs[i] = err
 					return
 				}
@@ -259,7 +259,7 @@ func (e *engine) holdRegistered(ctx context.Context, o *experiment.Operation, r 
 	if o.Duration == 0 {
 		return nil
 	}
-	err := sleep(ctx, o.Duration.D())
+	err := backend.Sleep(ctx, o.Duration.D())
 	if rerr := e.runRevert(context.WithoutCancel(ctx), r); rerr != nil {
 		return rerr
 	}
@@ -333,7 +333,7 @@ func (e *engine) adapterOperation(ctx context.Context, o *experiment.Operation, 
 			go func() {
 				defer wg.Done()
 				if jitter && jitters[i] > 0 {
-					if err := sleep(ctx, jitters[i]); err != nil {
+					if err := backend.Sleep(ctx, jitters[i]); err != nil {
 						errs[i] = err
 						return
 					}

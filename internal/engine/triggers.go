@@ -102,7 +102,7 @@ func (e *engine) armTriggers(ctx context.Context) func() {
 				mu.Lock()
 				*fired[o.Name]++
 				mu.Unlock()
-				if err := sleep(ctx, delay); err != nil {
+				if err := backend.Sleep(ctx, delay); err != nil {
 					return
 				}
 				if err := e.applyOperation(ctx, o); err != nil && ctx.Err() == nil {

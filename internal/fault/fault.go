@@ -129,7 +129,7 @@ func hold(ctx context.Context, env Env, op Op, undo func(ctx context.Context) er
 	if op.Duration <= 0 {
 		return nil
 	}
-	err := sleep(ctx, op.Duration)
+	err := backend.Sleep(ctx, op.Duration)
 	if rerr := now(context.WithoutCancel(ctx)); rerr != nil {
 		return rerr
 	}
@@ -182,15 +182,4 @@ func crashLoop(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		return err
 	}
 	return back(bg, env, op, h)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }

@@ -347,19 +347,6 @@ func isNotRunning(err error) bool {
 	return err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running")
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // CleanupResult is what Cleanup did.
 type CleanupResult struct {

@@ -168,15 +168,20 @@ type instance struct {
 // end closes Done, once, reporting state first when it is news.
 func (in *instance) end(state backend.State, reason string) {
 	in.doneOnce.Do(func() {
-		in.mu.Lock()
-		changed := state != in.state
-		in.state = state
-		in.mu.Unlock()
-		if changed {
-			in.spec.OnState(state, reason)
-		}
+		in.set(state, reason)
 		close(in.done)
 	})
+}
+
+// set reports state when it differs from the last one reported.
+func (in *instance) set(state backend.State, reason string) {
+	in.mu.Lock()
+	changed := state != in.state
+	in.state = state
+	in.mu.Unlock()
+	if changed {
+		in.spec.OnState(state, reason)
+	}
 }
 
 func (in *instance) env() string { return "CHAOS_SYSTEM_ID=" + in.id }
@@ -221,13 +226,7 @@ func (in *instance) readState() bool {
 		in.end(state, reason)
 		return true
 	}
-	in.mu.Lock()
-	changed := state != in.state
-	in.state = state
-	in.mu.Unlock()
-	if changed {
-		in.spec.OnState(state, reason)
-	}
+	in.set(state, reason)
 	return false
 }
 
