@@ -347,7 +347,6 @@ func isNotRunning(err error) bool {
 	return err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "not running")
 }
 
-
 // CleanupResult is what Cleanup did.
 type CleanupResult struct {
 	// Removed are the names of the containers, networks and volumes removed.
