@@ -13,6 +13,9 @@ package backend
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
@@ -274,4 +277,30 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// ContainerEnv is an instance's environment as a container or pod gets it:
+// without what only describes the harness machine (variables whose value is
+// the harness's own, CHAOS_* aside), with override set last, in key order.
+func ContainerEnv(env, host []string, override map[string]string) []string {
+	hostVals := map[string]string{}
+	for _, kv := range host {
+		k, v, _ := strings.Cut(kv, "=")
+		hostVals[k] = v
+	}
+	var out []string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, ok := override[k]; ok {
+			continue
+		}
+		if hv, ok := hostVals[k]; ok && hv == v && !strings.HasPrefix(k, "CHAOS_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range slices.Sorted(maps.Keys(override)) {
+		out = append(out, k+"="+override[k])
+	}
+	return out
 }

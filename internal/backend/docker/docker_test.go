@@ -24,6 +24,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/tarsafe"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/rundir"
@@ -279,7 +280,7 @@ func (h *harness) waitAttempts(id string, n int) {
 		res, err := h.b.Client().CopyFromContainer(ctx(h.t), id, client.CopyFromContainerOptions{SourcePath: ContainerOutput + "/.chaos/attempts"})
 		if err == nil {
 			dir := h.t.TempDir()
-			if err := ExtractTar(res.Content, dir, ""); err == nil {
+			if err := tarsafe.Extract(res.Content, dir, ""); err == nil {
 				data, _ := os.ReadFile(filepath.Join(dir, "attempts"))
 				got = strings.Count(string(data), "start")
 			}

@@ -6,17 +6,17 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/chaos-harness/chaos/internal/backend"
 )
 
 // ErrNotOurs is returned when an action is refused because the container
@@ -150,75 +150,26 @@ func waitNotRunning(ctx context.Context, cli *client.Client, id string) error {
 
 // ownerLabels are the labels of every container a run creates.
 func ownerLabels(runID string) map[string]string {
-	l := map[string]string{LabelRun: runID, LabelPid: strconv.Itoa(os.Getpid())}
-	if st := pidStart(os.Getpid()); st != "" {
-		l[LabelPidStart] = st
+	o := backend.CurrentOwner()
+	l := map[string]string{LabelRun: runID, LabelPid: strconv.Itoa(o.Pid)}
+	if o.PidStart != "" {
+		l[LabelPidStart] = o.PidStart
 	}
-	if ns := pidNS(); ns != "" {
-		l[LabelPidNS] = ns
+	if o.PidNS != "" {
+		l[LabelPidNS] = o.PidNS
 	}
-	if h, err := os.Hostname(); err == nil {
-		l[LabelHost] = h
+	if o.Host != "" {
+		l[LabelHost] = o.Host
 	}
 	return l
 }
 
-// pidStart is the process's start time in clock ticks since boot (field 22
-// of /proc/PID/stat), which tells a live harness from a reused pid.
-func pidStart(pid int) string {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); start time is field 22.
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
-}
-
-func pidNS() string {
-	ns, err := os.Readlink("/proc/self/ns/pid")
-	if err != nil {
-		return ""
-	}
-	return ns
-}
-
 // harnessAlive says whether the harness that labelled a container still
-// runs; known is false when this machine cannot tell (another host or pid
-// namespace, or no pid label), and such containers are left alone.
+// runs; known is false when this machine cannot tell, and such containers
+// are left alone.
 func harnessAlive(labels map[string]string) (alive, known bool) {
-	if h, err := os.Hostname(); err != nil || labels[LabelHost] != h {
-		return false, false
-	}
-	if ns := labels[LabelPidNS]; ns == "" || ns != pidNS() {
-		return false, false
-	}
-	pid, err := strconv.Atoi(labels[LabelPid])
-	if err != nil || pid <= 0 {
-		return false, false
-	}
-	st := pidStart(pid)
-	if st == "" {
-		if err := syscall.Kill(pid, 0); err != nil && errors.Is(err, syscall.ESRCH) {
-			return false, true
-		}
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
-			return false, true
-		}
-		return true, true
-	}
-	if want := labels[LabelPidStart]; want != "" && want != st {
-		return false, true // the pid was reused
-	}
-	return true, true
+	pid, _ := strconv.Atoi(labels[LabelPid])
+	return backend.Owner{Pid: pid, PidStart: labels[LabelPidStart], PidNS: labels[LabelPidNS], Host: labels[LabelHost]}.Alive()
 }
 
 // Container is one container a fault may act on.

@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/tarsafe"
 )
 
 // Create creates the instance's sidecars and its container, copies the
@@ -231,37 +232,15 @@ func hostname(s string) string {
 	return s
 }
 
-// containerEnv is the instance's environment as the container gets it:
-// without what only describes the harness machine (variables whose value is
-// the harness's own, CHAOS_* aside), and with the output directory and
-// script at their paths inside the container.
+// containerEnv is the instance's environment as the container gets it,
+// with the output directory and script at their paths inside it.
 func containerEnv(env, host []string) []string {
-	hostVals := map[string]string{}
-	for _, kv := range host {
-		k, v, _ := strings.Cut(kv, "=")
-		hostVals[k] = v
-	}
-	override := map[string]string{
+	return backend.ContainerEnv(env, host, map[string]string{
 		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR": ContainerOutput,
 		"CHAOS_RUN_SCRIPT": ContainerScript,
 		// docker-init (tini) signals the whole process group.
 		"TINI_KILL_PROCESS_GROUP": "1",
-	}
-	var out []string
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		if _, ok := override[k]; ok {
-			continue
-		}
-		if hv, ok := hostVals[k]; ok && hv == v && !strings.HasPrefix(k, "CHAOS_") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	for _, k := range slices.Sorted(maps.Keys(override)) {
-		out = append(out, k+"="+override[k])
-	}
-	return out
+	})
 }
 
 var initTrue = true
@@ -589,7 +568,7 @@ func (in *instance) Collect(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("copying %s out: %w", ContainerOutput, err))
 	} else {
-		err := ExtractTar(res.Content, in.spec.OutputDir, filepath.Base(ContainerOutput))
+		err := tarsafe.Extract(res.Content, in.spec.OutputDir, filepath.Base(ContainerOutput))
 		res.Content.Close()
 		if err != nil {
 			errs = append(errs, err)

@@ -1,4 +1,7 @@
-package docker
+// Package tarsafe extracts an archive that comes from somewhere the harness
+// does not trust (a container, a pod) without ever writing outside the
+// directory it is given.
+package tarsafe
 
 import (
 	"archive/tar"
@@ -13,7 +16,7 @@ import (
 	"time"
 )
 
-// ExtractTar writes the tar stream r into dir, which must exist. Only the
+// Extract writes the tar stream r into dir, which must exist. Only the
 // entries under strip (the archive's top directory, as the engine names it
 // when it archives a directory: "output") are extracted, with strip removed
 // from their names; strip "" extracts everything.
@@ -25,7 +28,7 @@ import (
 // returned error; the rest is still extracted, so a collect keeps what it
 // safely can. Every write also goes through an os.Root on dir, which refuses
 // to resolve a path outside it, as a second line of defence.
-func ExtractTar(r io.Reader, dir, strip string) error {
+func Extract(r io.Reader, dir, strip string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err

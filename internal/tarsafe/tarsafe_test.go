@@ -1,4 +1,4 @@
-package docker
+package tarsafe
 
 import (
 	"archive/tar"
@@ -81,7 +81,7 @@ func TestExtractTarGood(t *testing.T) {
 		entry{name: "output/hard", typ: tar.TypeLink, link: "output/a/b/c.txt"},
 		entry{name: "other/ignored.txt", typ: tar.TypeReg, body: "not under output"},
 	)
-	if err := ExtractTar(buf, dest, "output"); err != nil {
+	if err := Extract(buf, dest, "output"); err != nil {
 		t.Fatal(err)
 	}
 	outside()
@@ -130,7 +130,7 @@ func TestExtractTarRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dest, outside := sandbox(t)
 			entries := append(tc.entries, entry{name: "output/good.txt", typ: tar.TypeReg, body: "kept"})
-			err := ExtractTar(mkTar(t, entries...), dest, "output")
+			err := Extract(mkTar(t, entries...), dest, "output")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
@@ -155,7 +155,7 @@ func TestExtractTarExistingSymlink(t *testing.T) {
 	if err := os.Symlink(victim, filepath.Join(dest, "x")); err != nil {
 		t.Fatal(err)
 	}
-	err := ExtractTar(mkTar(t, entry{name: "output/x/evil", typ: tar.TypeReg, body: "x"}), dest, "output")
+	err := Extract(mkTar(t, entry{name: "output/x/evil", typ: tar.TypeReg, body: "x"}), dest, "output")
 	if err == nil {
 		t.Fatal("writing below an existing symlink was allowed")
 	}
@@ -163,7 +163,7 @@ func TestExtractTarExistingSymlink(t *testing.T) {
 		t.Fatalf("wrote through the symlink: %v", ents)
 	}
 	// A regular file entry replaces the symlink itself, not its target.
-	if err := ExtractTar(mkTar(t, entry{name: "output/x", typ: tar.TypeReg, body: "file"}), dest, "output"); err != nil {
+	if err := Extract(mkTar(t, entry{name: "output/x", typ: tar.TypeReg, body: "file"}), dest, "output"); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Lstat(filepath.Join(dest, "x")); err != nil || !fi.Mode().IsRegular() {
@@ -171,34 +171,3 @@ func TestExtractTarExistingSymlink(t *testing.T) {
 	}
 }
 
-func TestContainerEnv(t *testing.T) {
-	host := []string{"PATH=/usr/bin", "HOME=/root", "CHAOS_RUN_ID=r", "SHARED=1"}
-	env := []string{"PATH=/usr/bin", "HOME=/custom", "CHAOS_RUN_ID=r", "SHARED=1", "TICKS=5",
-		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR=/host/out", "CHAOS_RUN_SCRIPT=/host/run.sh"}
-	got := strings.Join(containerEnv(env, host), " ")
-	want := "HOME=/custom CHAOS_RUN_ID=r TICKS=5 CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR=/chaos/output CHAOS_RUN_SCRIPT=/chaos/run.sh TINI_KILL_PROCESS_GROUP=1"
-	if got != want {
-		t.Fatalf("got  %s\nwant %s", got, want)
-	}
-}
-
-func TestEndState(t *testing.T) {
-	for _, tc := range []struct {
-		code         int
-		killed, oom  bool
-		signal, want string
-	}{
-		{0, false, false, "", "Succeeded ExitCode0"},
-		{3, false, false, "", "Failed ExitCode3"},
-		{137, true, false, "9", "Failed Killed(SIGKILL)"},
-		{137, false, false, "9", "Failed Killed(SIGKILL)"},
-		{143, false, false, "15", "Failed Killed(SIGTERM)"},
-		{137, false, true, "", "Failed OOMKilled"},
-		{137, false, false, "", "Failed ExitCode137"},
-	} {
-		s, r := endState(tc.code, tc.killed, tc.oom, tc.signal)
-		if got := string(s) + " " + r; got != tc.want {
-			t.Errorf("endState(%d, %v, %v, %q) = %s, want %s", tc.code, tc.killed, tc.oom, tc.signal, got, tc.want)
-		}
-	}
-}
