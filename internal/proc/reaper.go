@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -245,13 +246,34 @@ func (r *reaper) reapLocked(z zkey) bool {
 	}
 }
 
-// isRegistered reports whether pid's exit status belongs to a Process or a
-// StartTracked caller.
-func (r *reaper) isRegistered(pid int) bool {
+// unregisteredChildren returns the stat of each direct child of self that
+// is not registered. Registered children (typically every instance's
+// leader) are skipped before anything is read about them, so a sweep costs
+// one read per orphan, not one per instance.
+func (r *reaper) unregisteredChildren(self int) ([]procStat, error) {
+	if !childrenFiles() {
+		return childStats(self)
+	}
+	pids, err := childrenOf(self)
+	if err != nil {
+		return nil, err
+	}
+	pids = r.dropRegistered(pids)
+	out := make([]procStat, 0, len(pids))
+	for _, pid := range pids {
+		if st, err := readStat(pid); err == nil && st.ppid == self {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// dropRegistered removes from pids, in place, every pid whose exit status
+// belongs to a Process or a StartTracked caller.
+func (r *reaper) dropRegistered(pids []int) []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, ok := r.reg[pid]
-	return ok
+	return slices.DeleteFunc(pids, func(pid int) bool { _, ok := r.reg[pid]; return ok })
 }
 
 // sweep reaps the zombie children the rules above allow and returns how long
@@ -263,7 +285,7 @@ func (r *reaper) isRegistered(pid int) bool {
 // wait4, which is the step that has to be atomic with registration.
 func (r *reaper) sweep() time.Duration {
 	self := os.Getpid()
-	kids, err := childStats(self)
+	kids, err := r.unregisteredChildren(self)
 	if err != nil {
 		return reaperIdleInterval
 	}

@@ -250,10 +250,11 @@ type Process struct {
 	waitErr  error
 }
 
-// wait is the event-driven exit watcher: it blocks in waitid, which returns
-// the instant the leader terminates, rather than polling.
+// wait is the event-driven exit watcher: it sleeps in the runtime's poller
+// on the leader's pidfd (or, without pidfds, in waitid), which wakes the
+// instant the leader terminates, rather than polling.
 func (p *Process) wait() {
-	ws, err := waitExitNoReap(p.Pid)
+	ws, err := waitExitPolled(p.Pid)
 	now := time.Now()
 	p.mu.Lock()
 	p.exited, p.exitedAt, p.status, p.waitErr = true, now, ws, err
@@ -647,18 +648,15 @@ func (p *Process) adoptedOrphans(self int) []procStat {
 		if err != nil {
 			return nil
 		}
-		for _, c := range pids {
-			if c == p.Pid || theReaper.isRegistered(c) {
-				continue
-			}
-			if st, err := readStat(c); err == nil && st.ppid == self {
+		for _, c := range theReaper.dropRegistered(pids) {
+			if st, err := readStat(c); err == nil && st.ppid == self && c != p.Pid {
 				kids = append(kids, st)
 			}
 		}
 	} else {
 		all, _ := childStats(self)
 		for _, st := range all {
-			if st.pid != p.Pid && !theReaper.isRegistered(st.pid) {
+			if st.pid != p.Pid && len(theReaper.dropRegistered([]int{st.pid})) == 1 {
 				kids = append(kids, st)
 			}
 		}

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -79,6 +80,63 @@ func waitExitNoReap(pid int) (syscall.WaitStatus, error) {
 		}
 		return childWaitStatus(&si), nil
 	}
+}
+
+// waitExitPolled is waitExitNoReap without a blocked thread: it waits for
+// the child's pidfd to become readable (the child exited) in the Go
+// runtime's poller, then collects the status with waitid(P_PIDFD, WNOWAIT).
+// A harness with a thousand instances would otherwise hold a thousand OS
+// threads in waitid, and every walk of /proc/self/task would grow with
+// them. It falls back to waitExitNoReap where pidfds are not available or
+// cannot be polled.
+func waitExitPolled(pid int) (syscall.WaitStatus, error) {
+	if noPidfd {
+		return waitExitNoReap(pid)
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return waitExitNoReap(pid)
+	}
+	ownPidfds.Lock()
+	ownPidfds.m[fd] = struct{}{}
+	ownPidfds.Unlock()
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer func() {
+		ownPidfds.Lock()
+		delete(ownPidfds.m, fd)
+		ownPidfds.Unlock()
+		f.Close()
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return waitExitNoReap(pid)
+	}
+	var si unix.Siginfo
+	var werr error
+	got := false
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			si = unix.Siginfo{}
+			werr = unix.Waitid(unix.P_PIDFD, int(fd), &si, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+			if werr == unix.EINTR {
+				continue
+			}
+			break
+		}
+		if werr == unix.EAGAIN || (werr == nil && si.Signo == 0) {
+			return false // not exited yet: wait for the pidfd to be readable
+		}
+		got = true
+		return true
+	})
+	if err != nil || !got {
+		// Not pollable after all (the poller refused the fd): block.
+		return waitExitNoReap(pid)
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	return childWaitStatus(&si), nil
 }
 
 // pidfdSendSignal signals exactly the process the pidfd was opened for, or
