@@ -94,8 +94,8 @@ func TestZombieLeaderWithLiveThreads(t *testing.T) {
 				name = "no pidfd"
 			}
 			t.Run(name, func(t *testing.T) {
-				noPidfd = !pidfds
-				defer func() { noPidfd = false }()
+				noPidfd.Store(!pidfds)
+				defer noPidfd.Store(false)
 				s := newSupervisorMode(t, mode)
 				portFile := filepath.Join(t.TempDir(), "port")
 				p, err := s.Start(exec.Command(bin, portFile))

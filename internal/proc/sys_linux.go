@@ -90,7 +90,7 @@ func waitExitNoReap(pid int) (syscall.WaitStatus, error) {
 // them. It falls back to waitExitNoReap where pidfds are not available or
 // cannot be polled.
 func waitExitPolled(pid int) (syscall.WaitStatus, error) {
-	if noPidfd {
+	if noPidfd.Load() {
 		return waitExitNoReap(pid)
 	}
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)

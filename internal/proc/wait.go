@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,13 +25,13 @@ var ownPidfds = struct {
 }{m: map[int]struct{}{}}
 
 // noPidfd forces the /proc fallbacks, as on kernels without pidfds (tests).
-var noPidfd bool
+var noPidfd atomic.Bool
 
 // openPidfd returns a pidfd for pid, registered as the package's own. The
 // kernel always sets close-on-exec on pidfds, so a concurrent fork/exec
 // elsewhere in the harness cannot leak it.
 func openPidfd(pid int) (int, error) {
-	if noPidfd {
+	if noPidfd.Load() {
 		return -1, unix.ENOSYS
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
