@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/chaos-harness/chaos/internal/cgroup"
 )
 
@@ -133,6 +135,20 @@ func TestZombieLeaderWithLiveThreads(t *testing.T) {
 				case <-p.Done():
 					t.Fatal("Done closed while a thread of the process still runs")
 				default:
+				}
+				if pidfds {
+					// The kernel property WaitGone relies on: a pidfd is not
+					// readable while any thread of the process runs.
+					fd, err := unix.PidfdOpen(p.Pid, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+					n, err := unix.Poll(fds, 0)
+					unix.Close(fd)
+					if err != nil || n != 0 {
+						t.Fatalf("pidfd of a zombie leader with a live thread: poll = %d (%#x), %v; want not readable", n, fds[0].Revents, err)
+					}
 				}
 
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -431,4 +447,38 @@ func TestModeSelection(t *testing.T) {
 		t.Fatal("process-group mode started a process in a cgroup")
 	}
 	waitDone(t, p, 5*time.Second)
+}
+
+// TestNoThreadPerInstance: watching instances for their exit must not hold
+// an OS thread each (a thousand instances would mean a thousand threads,
+// and every walk of /proc/self/task would grow with them).
+func TestNoThreadPerInstance(t *testing.T) {
+	s := newSupervisor(t)
+	const n = 200
+	var procs []*Process
+	for range n {
+		p, err := s.Start(exec.Command("sleep", "1000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+		killOnCleanup(t, p)
+	}
+	time.Sleep(100 * time.Millisecond) // every watcher is waiting now
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) >= n/2 {
+		t.Fatalf("%d OS threads for %d instances", len(ents), n)
+	}
+	t.Logf("%d OS threads for %d instances", len(ents), n)
+	for _, p := range procs {
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range procs {
+		waitDone(t, p, 10*time.Second)
+	}
 }
