@@ -1,23 +1,108 @@
 package proc
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// testGrace keeps orphan zombies short-lived in tests so cleanups are quick;
-// the production default is exercised by TestNaiveExecStatusNotStolen.
+// testGrace keeps orphan zombies short-lived in tests so cleanups are quick
+// where the grace applies at all; the production default is exercised by
+// TestNaiveExecStatusNotStolen and TestOrphanReapedAtOnce.
 const testGrace = 100 * time.Millisecond
+
+// cDir holds the C test programs, compiled once per test binary.
+var cDir string
 
 func TestMain(m *testing.M) {
 	setOrphanGrace(testGrace)
-	os.Exit(m.Run())
+	var err error
+	if cDir, err = os.MkdirTemp("", "proc-test-c-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(cDir)
+	os.Exit(code)
+}
+
+var cBuilds sync.Map // name -> *cBuild
+
+type cBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// cProgram compiles testdata/NAME.c with gcc (once) and returns the binary;
+// the test is skipped where gcc is missing.
+func cProgram(t testing.TB, name string) string {
+	t.Helper()
+	v, _ := cBuilds.LoadOrStore(name, &cBuild{})
+	b := v.(*cBuild)
+	b.once.Do(func() {
+		gcc, err := exec.LookPath("gcc")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(cDir, name)
+		out, err := exec.Command(gcc, "-Wall", "-O2", "-pthread", "-o", b.path, filepath.Join("testdata", name+".c")).CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("gcc %s.c: %v\n%s", name, err, out)
+		}
+	})
+	if b.err != nil {
+		if _, err := exec.LookPath("gcc"); err != nil {
+			t.Skipf("needs gcc: %v", err)
+		}
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// modes lists the modes every mode-dependent test runs in. CHAOS_CGROUP=off
+// leaves only process-group mode (the cgroup subtests are then skipped).
+var modes = []Mode{ModeProcessGroup, ModeCgroup}
+
+// forModes runs fn once per mode, as subtests named after the mode.
+func forModes(t *testing.T, fn func(t *testing.T, mode Mode)) {
+	t.Helper()
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) { fn(t, m) })
+	}
+}
+
+// newSupervisorMode returns a Supervisor in mode, skipping the test when
+// cgroup mode is not available here. Whatever the test leaves behind is
+// killed and its cgroups removed when it ends.
+func newSupervisorMode(t *testing.T, mode Mode) *Supervisor {
+	t.Helper()
+	s := newSupervisor(t)
+	if mode == ModeCgroup {
+		if err := s.EnableCgroups(strings.TrimPrefix(s.Marker(), "CHAOS_RUN_ID=")); err != nil {
+			t.Skipf("cgroup mode unavailable: %v", err)
+		}
+	}
+	if got := s.Mode(); got != mode {
+		t.Fatalf("Mode() = %s, want %s", got, mode)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := s.KillLeftovers(ctx); err != nil {
+			t.Errorf("KillLeftovers at cleanup: %v", err)
+		}
+	})
+	return s
 }
 
 // setOrphanGrace changes the reaper's grace period and returns the old one.
@@ -145,4 +230,19 @@ func zombieChildren(t *testing.T) []int {
 		}
 	}
 	return out
+}
+
+// frozen reports, from outside, whether pid (a process of p) is frozen: in
+// cgroup mode the kernel's cgroup.events says the leaf is frozen and pid is
+// in it (cgroup-frozen tasks show state S, not T); in process-group mode pid
+// is stopped (state T).
+func frozen(t *testing.T, p *Process, pid int) bool {
+	t.Helper()
+	if g := p.Cgroup(); g != nil {
+		ev, err := g.Events()
+		in, _ := g.Contains(pid)
+		return err == nil && ev.Frozen && in
+	}
+	st, err := State(pid)
+	return err == nil && st == 'T'
 }

@@ -32,10 +32,10 @@ func ListMarked(name string) ([]Marked, error) {
 	self := os.Getpid()
 	var out []Marked
 	for pid, st := range procs {
-		if pid == self || st.state == 'Z' {
+		if pid == self || !isLive(st) {
 			continue
 		}
-		env, err := os.ReadFile(environPath(pid))
+		env, err := readEnviron(pid)
 		if err != nil {
 			continue
 		}

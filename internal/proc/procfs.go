@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -142,13 +143,30 @@ func descendants(children map[int][]int, root int) []int {
 // hasEnvEntry reports whether /proc/PID/environ contains entry exactly, as a
 // whole NUL-terminated "KEY=value" item (a prefix or substring match would let
 // run "abc" claim the processes of run "abc2"). Zombies and kernel threads
-// have an empty environ and therefore never match.
+// have an empty environ and therefore never match; a zombie leader whose
+// other threads still run is read through one of those threads.
 func hasEnvEntry(pid int, entry string) (bool, error) {
-	b, err := os.ReadFile(environPath(pid))
+	b, err := readEnviron(pid)
 	if err != nil {
 		return false, err
 	}
 	return envContains(b, entry), nil
+}
+
+// readEnviron reads /proc/PID/environ. The environment belongs to the
+// process's memory, which a leader that called pthread_exit no longer has,
+// so for such a zombie leader it is read through a live thread instead.
+func readEnviron(pid int) ([]byte, error) {
+	b, err := os.ReadFile(environPath(pid))
+	if len(b) > 0 || (err != nil && !isGone(err)) {
+		return b, err
+	}
+	if tid := liveThread(pid); tid > 0 {
+		if tb, terr := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/environ"); terr == nil {
+			return tb, nil
+		}
+	}
+	return b, err
 }
 
 func envContains(environ []byte, entry string) bool {
@@ -180,15 +198,56 @@ func State(pid int) (byte, error) {
 	return st.state, nil
 }
 
-// Alive reports whether pid exists and is not a zombie. A zombie has already
-// finished executing; counting it as alive would make leak checks depend on
-// how quickly somebody reaps it.
+// Alive reports whether pid exists and has not finished: it is not a zombie,
+// or it is a zombie thread-group leader (its main thread called
+// pthread_exit) whose other threads still run. Such a process still holds
+// its sockets, files and locks, so it must count as alive; an ordinary
+// zombie does not, or leak checks would depend on how quickly somebody
+// reaps it. Use WaitGone to wait until a process is also reaped.
 func Alive(pid int) bool {
-	s, err := State(pid)
-	return err == nil && s != 'Z' && s != 'X'
+	if pid <= 0 {
+		return false
+	}
+	st, err := readStat(pid)
+	return err == nil && isLive(st)
 }
 
-// FindByMarker returns, sorted, every live (non-zombie) process whose
+// isLive is Alive for a stat already read.
+func isLive(st procStat) bool {
+	switch st.state {
+	case 'Z':
+		return liveThread(st.pid) > 0
+	case 'X':
+		return false
+	}
+	return true
+}
+
+// liveThread returns a thread of pid other than the leader that has not
+// exited, or 0. Threads other than the leader never linger as zombies, so
+// any of them listed in /proc/PID/task and not in state Z or X runs.
+func liveThread(pid int) int {
+	ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return 0
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || tid == pid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if st, err := parseStat(tid, b); err == nil && st.state != 'Z' && st.state != 'X' {
+			return tid
+		}
+	}
+	return 0
+}
+
+// FindByMarker returns, sorted, every live (see Alive) process whose
 // /proc/PID/environ contains the exact entry marker (e.g.
 // "CHAOS_RUN_ID=20261130T111200Z-ab12"). The environment is inherited across
 // fork, exec, setsid and reparenting, so this finds a run's leftovers even
@@ -206,7 +265,7 @@ func FindByMarker(marker string) ([]int, error) {
 	self := os.Getpid()
 	var out []int
 	for pid, st := range procs {
-		if pid == self || st.state == 'Z' || st.state == 'X' {
+		if pid == self || !isLive(st) {
 			continue
 		}
 		ok, err := hasEnvEntry(pid, marker)
@@ -253,24 +312,21 @@ func SignalExternal(pid int, sig syscall.Signal) error {
 	return nil
 }
 
-// Descendants returns every live process below pid in the ppid tree, from
-// one snapshot of /proc.
+// Descendants returns every live process (see Alive) below pid in the ppid
+// tree.
 func Descendants(pid int) []int {
-	procs, err := listProcs()
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, d := range descendants(childrenIndex(procs), pid) {
-		if st := procs[d].state; st != 'Z' && st != 'X' {
-			out = append(out, d)
+	for _, st := range subtree(pid) {
+		if isLive(st) {
+			out = append(out, st.pid)
 		}
 	}
 	return out
 }
 
-// GroupMembers returns the live (not zombie) processes of the process group
-// pgid, from one snapshot of /proc.
+// GroupMembers returns the live processes (see Alive: a zombie leader whose
+// threads still run counts) of the process group pgid, from one snapshot of
+// /proc.
 func GroupMembers(pgid int) []int {
 	procs, err := listProcs()
 	if err != nil {
@@ -278,8 +334,110 @@ func GroupMembers(pgid int) []int {
 	}
 	var out []int
 	for pid, st := range procs {
-		if st.pgrp == pgid && st.state != 'Z' && st.state != 'X' {
+		if st.pgrp == pgid && isLive(st) {
 			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// childrenFiles reports whether /proc/PID/task/TID/children exists
+// (CONFIG_PROC_CHILDREN); without it the tree is found by a full scan.
+var childrenFiles = sync.OnceValue(func() bool {
+	_, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children")
+	return err == nil
+})
+
+// childrenOf returns the direct children of pid, from the children files of
+// its threads (a child belongs to the thread that forked it, or to whichever
+// thread the kernel picked when it reparented an orphan). That costs one
+// read per thread instead of one per process on the machine.
+func childrenOf(pid int) ([]int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		b, err := os.ReadFile(dir + "/" + e.Name() + "/children")
+		if err != nil {
+			continue // thread exited meanwhile
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
+}
+
+// childStats returns the stat of each direct child of pid.
+func childStats(pid int) ([]procStat, error) {
+	if !childrenFiles() {
+		procs, err := listProcs()
+		if err != nil {
+			return nil, err
+		}
+		var out []procStat
+		for _, st := range procs {
+			if st.ppid == pid {
+				out = append(out, st)
+			}
+		}
+		return out, nil
+	}
+	kids, err := childrenOf(pid)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]procStat, 0, len(kids))
+	for _, c := range kids {
+		if st, err := readStat(c); err == nil && st.ppid == pid {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// subtree returns the stat of every process below root in the ppid tree
+// (root excluded), walking down from root: its cost grows with the size of
+// the subtree, not with the number of processes on the machine. A visited
+// set guards against cycles when pids are reused mid-walk.
+func subtree(root int) []procStat {
+	if !childrenFiles() {
+		procs, err := listProcs()
+		if err != nil {
+			return nil
+		}
+		var out []procStat
+		for _, pid := range descendants(childrenIndex(procs), root) {
+			out = append(out, procs[pid])
+		}
+		return out
+	}
+	var out []procStat
+	seen := map[int]bool{root: true}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		kids, err := childrenOf(pid)
+		if err != nil {
+			continue
+		}
+		for _, c := range kids {
+			if seen[c] {
+				continue
+			}
+			seen[c] = true
+			st, err := readStat(c)
+			if err != nil || st.ppid != pid {
+				continue
+			}
+			out = append(out, st)
+			queue = append(queue, c)
 		}
 	}
 	return out

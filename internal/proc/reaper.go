@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -17,15 +18,17 @@ const (
 	reaperIdleInterval = time.Second
 
 	// defaultOrphanGrace is how long an unregistered zombie child must have
-	// been observed before the reaper collects it. Orphans reparented to us
-	// (we are a subreaper) have nobody else waiting for them, but a child
-	// started by other code in this binary with plain os/exec does: its
-	// cmd.Wait is usually already blocked, or about to be called, when it
-	// exits. Waiting a moment means such a status is practically never stolen
-	// (cmd.Wait would otherwise fail with ECHILD), at the cost of an orphan
-	// zombie lingering for about a second. Code that calls Wait late should
-	// use StartTracked, which is exact.
+	// been observed before the reaper collects it, on the rare systems where
+	// the harness cannot tell an orphan from a child that other code in this
+	// binary started with plain os/exec and is about to Wait for (no
+	// pidfds, see reaper.execPidfd). Everywhere else orphans are reaped at
+	// once and no status is ever stolen.
 	defaultOrphanGrace = time.Second
+
+	// heldRecheck is the first delay before looking again at a zombie child
+	// that a pidfd elsewhere in the process refers to; it doubles up to
+	// reaperIdleInterval.
+	heldRecheck = 5 * time.Millisecond
 )
 
 // zkey identifies a zombie across pid reuse.
@@ -34,23 +37,54 @@ type zkey struct {
 	start uint64
 }
 
+// registration is an exit status that belongs to somebody else.
+type registration struct {
+	start   uint64 // start time, 0 if unknown (matches any)
+	tracked bool   // StartTracked: dropped by the sweep once reaped
+}
+
 // reaper is the process-wide orphan reaper. Being a child subreaper is a
 // property of the whole process, and two reapers would only race each other,
 // so there is exactly one (theReaper), shared by every Supervisor and
 // reference-counted by NewSupervisor/Close.
+//
+// Which zombie children it reaps, and when:
+//
+//   - Never one registered by Start or StartTracked: its status belongs to
+//     the Process or the StartTracked caller.
+//   - Never one that a pidfd elsewhere in the process refers to. Go's
+//     os/exec (1.23+) holds a pidfd for each child from the moment it is
+//     forked until Wait has reaped it, so this is exactly "a child some
+//     other code in the binary started and may still Wait for". An adopted
+//     orphan has no such pidfd: nobody but us can reap it.
+//   - Every other one at once, on the SIGCHLD its death sends us. A killed
+//     daemon is therefore gone (not a zombie still holding its pid) within
+//     milliseconds, and a replacement started right after does not find it
+//     "alive".
+//   - Until the first Start shows that os/exec holds pidfds, and wherever
+//     it does not (old kernels; execPidfd), the reaper falls back to waiting
+//     defaultOrphanGrace before reaping an unregistered zombie, except for
+//     one that WaitGone waits for.
 type reaper struct {
 	// mu is held across exec.Cmd.Start plus registration, and across the
 	// confirm-and-wait4 step of a sweep. That is what makes registration
 	// race-free: a child that exits instantly is either registered before
 	// the reaper looks at it under mu, or it does not exist yet.
-	mu sync.Mutex
-	// reg maps the pid of every child whose exit status belongs to someone
-	// else (a Process, or a StartTracked caller) to its start time (0 if it
-	// could not be read, which matches any start time).
-	reg map[int]uint64
-	// seen records when each unregistered zombie child was first observed.
-	seen  map[zkey]time.Time
-	grace time.Duration
+	mu  sync.Mutex
+	reg map[int]registration
+	// seen records when each unregistered zombie child was first observed
+	// (grace mode only).
+	seen map[zkey]time.Time
+	// held is the current recheck delay of zombies a foreign pidfd refers to.
+	held map[zkey]time.Duration
+	// doomed counts WaitGone calls waiting for each process.
+	doomed map[zkey]int
+	grace  time.Duration
+	// execPidfd: 0 not known yet, 1 os/exec holds a pidfd per child,
+	// -1 it does not. Learnt from the first child started through start.
+	execPidfd int
+
+	kick chan struct{}
 
 	life  sync.Mutex // guards users/stop/done; never held together with mu
 	users int
@@ -59,9 +93,12 @@ type reaper struct {
 }
 
 var theReaper = &reaper{
-	reg:   map[int]uint64{},
-	seen:  map[zkey]time.Time{},
-	grace: defaultOrphanGrace,
+	reg:    map[int]registration{},
+	seen:   map[zkey]time.Time{},
+	held:   map[zkey]time.Duration{},
+	doomed: map[zkey]int{},
+	grace:  defaultOrphanGrace,
+	kick:   make(chan struct{}, 1),
 }
 
 // acquire starts the reaper goroutine if this is its first user.
@@ -100,6 +137,7 @@ func (r *reaper) run(sigc chan os.Signal, stop <-chan struct{}, done chan<- stru
 		case <-stop:
 			return
 		case <-sigc:
+		case <-r.kick:
 		case <-t.C:
 		}
 		t.Reset(r.sweep())
@@ -110,7 +148,7 @@ func (r *reaper) run(sigc chan os.Signal, stop <-chan struct{}, done chan<- stru
 // never observe the child unregistered once it could have exited. Holding the
 // lock across Start also covers the failed-exec case, in which os/exec itself
 // reaps the forked child.
-func (r *reaper) start(cmd *exec.Cmd) (start uint64, err error) {
+func (r *reaper) start(cmd *exec.Cmd, tracked bool) (start uint64, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := cmd.Start(); err != nil {
@@ -121,7 +159,14 @@ func (r *reaper) start(cmd *exec.Cmd) (start uint64, err error) {
 	if st, err := readStat(pid); err == nil {
 		start = st.start
 	}
-	r.reg[pid] = start
+	r.reg[pid] = registration{start: start, tracked: tracked}
+	if r.execPidfd == 0 {
+		// os/exec opened its pidfd in the clone itself, so it is there now.
+		r.execPidfd = -1
+		if foreignPidfds()[pid] {
+			r.execPidfd = 1
+		}
+	}
 	return start, nil
 }
 
@@ -130,36 +175,124 @@ func (r *reaper) start(cmd *exec.Cmd) (start uint64, err error) {
 func (r *reaper) unregister(pid int, start uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if cur, ok := r.reg[pid]; ok && cur == start {
+	if cur, ok := r.reg[pid]; ok && cur.start == start {
 		delete(r.reg, pid)
 	}
 }
 
 // registered reports whether the zombie z belongs to somebody. r.mu held.
 func (r *reaper) registered(z zkey) bool {
-	start, ok := r.reg[z.pid]
-	return ok && (start == 0 || start == z.start)
+	reg, ok := r.reg[z.pid]
+	return ok && (reg.start == 0 || reg.start == z.start)
 }
 
-// sweep reaps unregistered zombie children that have been zombies for at
-// least the grace period and returns how long to sleep before the next
-// sweep. Only direct children are considered (wait4 cannot reap anything
-// else anyway) and only registered-free ones, so a Process's or
-// StartTracked caller's exit status is never consumed here.
+func (r *reaper) doom(z zkey) {
+	r.mu.Lock()
+	r.doomed[z]++
+	r.mu.Unlock()
+}
+
+func (r *reaper) undoom(z zkey) {
+	r.mu.Lock()
+	if r.doomed[z]--; r.doomed[z] <= 0 {
+		delete(r.doomed, z)
+	}
+	r.mu.Unlock()
+}
+
+// wake asks the reaper goroutine for a sweep now.
+func (r *reaper) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reapOrphan reaps z at once if it is our zombie child and the rules allow
+// it (not registered, no foreign pidfd refers to it), and reports whether
+// it did. It works whether or not the reaper goroutine runs.
+func (r *reaper) reapOrphan(z zkey) bool {
+	st, err := readStat(z.pid)
+	if err != nil || st.state != 'Z' || st.ppid != os.Getpid() || st.start != z.start {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.registered(z) {
+		return false
+	}
+	if r.execPidfd == 1 && foreignPidfds()[z.pid] {
+		r.wake() // somebody may Wait for it; let the sweep keep an eye on it
+		return false
+	}
+	return r.reapLocked(z)
+}
+
+// reapLocked re-validates z under r.mu (it must still be our zombie child
+// with the same start time, so a recycled pid is never reaped) and reaps it.
+func (r *reaper) reapLocked(z zkey) bool {
+	st, err := readStat(z.pid)
+	if err != nil || st.state != 'Z' || st.ppid != os.Getpid() || st.start != z.start {
+		return false
+	}
+	var ws syscall.WaitStatus
+	for {
+		// A zombie leader whose other threads still run is not reapable
+		// yet: wait4 then returns 0.
+		wpid, err := syscall.Wait4(z.pid, &ws, syscall.WNOHANG, nil)
+		if err != syscall.EINTR {
+			return err == nil && wpid == z.pid
+		}
+	}
+}
+
+// unregisteredChildren returns the stat of each direct child of self that
+// is not registered. Registered children (typically every instance's
+// leader) are skipped before anything is read about them, so a sweep costs
+// one read per orphan, not one per instance.
+func (r *reaper) unregisteredChildren(self int) ([]procStat, error) {
+	if !childrenFiles() {
+		return childStats(self)
+	}
+	pids, err := childrenOf(self)
+	if err != nil {
+		return nil, err
+	}
+	pids = r.dropRegistered(pids)
+	out := make([]procStat, 0, len(pids))
+	for _, pid := range pids {
+		if st, err := readStat(pid); err == nil && st.ppid == self {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// dropRegistered removes from pids, in place, every pid whose exit status
+// belongs to a Process or a StartTracked caller.
+func (r *reaper) dropRegistered(pids []int) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.DeleteFunc(pids, func(pid int) bool { _, ok := r.reg[pid]; return ok })
+}
+
+// sweep reaps the zombie children the rules above allow and returns how long
+// to sleep before the next sweep. Only direct children are considered
+// (wait4 cannot reap anything else anyway).
 //
 // The /proc scan runs without the lock, which keeps Start from stalling
 // behind it; every decision is re-validated under the lock right before
 // wait4, which is the step that has to be atomic with registration.
 func (r *reaper) sweep() time.Duration {
 	self := os.Getpid()
-	procs, err := listProcs()
+	kids, err := r.unregisteredChildren(self)
 	if err != nil {
 		return reaperIdleInterval
 	}
 	var zombies []zkey
-	for pid, st := range procs {
-		if st.ppid == self && st.state == 'Z' {
-			zombies = append(zombies, zkey{pid, st.start})
+	for _, st := range kids {
+		if st.state == 'Z' {
+			zombies = append(zombies, zkey{st.pid, st.start})
 		}
 	}
 
@@ -169,47 +302,63 @@ func (r *reaper) sweep() time.Duration {
 
 	// Drop registrations of StartTracked children that their owner has
 	// reaped (Process registrations are dropped by Process itself).
-	for pid, start := range r.reg {
+	for pid, reg := range r.reg {
+		if !reg.tracked {
+			continue
+		}
 		st, err := readStat(pid)
-		if (err != nil && isGone(err)) || (err == nil && start != 0 && st.start != start) {
+		if (err != nil && isGone(err)) || (err == nil && reg.start != 0 && st.start != reg.start) {
 			delete(r.reg, pid)
 		}
 	}
 
 	next := reaperIdleInterval
 	current := make(map[zkey]bool, len(zombies))
+	var holders map[int]bool
 	for _, z := range zombies {
 		if r.registered(z) {
 			continue
 		}
 		current[z] = true
-		first, ok := r.seen[z]
-		if !ok {
-			first = now
-			r.seen[z] = now
-		}
-		if wait := r.grace - now.Sub(first); wait > 0 {
-			next = min(next, wait)
-			continue
-		}
-		// Re-validate under the lock: the pid must still be our zombie child
-		// with the same start time, so we never reap a recycled pid.
-		st, err := readStat(z.pid)
-		if err != nil || st.state != 'Z' || st.ppid != self || st.start != z.start {
-			continue
-		}
-		var ws syscall.WaitStatus
-		for {
-			_, err := syscall.Wait4(z.pid, &ws, syscall.WNOHANG, nil)
-			if err != syscall.EINTR {
-				break
+		if r.execPidfd != 1 && r.doomed[z] == 0 {
+			// Cannot tell an orphan from another caller's os/exec child:
+			// give that caller the grace period to Wait.
+			first, ok := r.seen[z]
+			if !ok {
+				first = now
+				r.seen[z] = now
+			}
+			if wait := r.grace - now.Sub(first); wait > 0 {
+				next = min(next, wait)
+				continue
 			}
 		}
-		delete(current, z)
+		if r.execPidfd == 1 {
+			if holders == nil {
+				holders = foreignPidfds()
+			}
+			if holders[z.pid] {
+				d := r.held[z]
+				if d == 0 {
+					d = heldRecheck
+				}
+				next = min(next, d)
+				r.held[z] = min(2*d, reaperIdleInterval)
+				continue
+			}
+		}
+		if r.reapLocked(z) {
+			delete(current, z)
+		}
 	}
 	for z := range r.seen {
 		if !current[z] {
 			delete(r.seen, z)
+		}
+	}
+	for z := range r.held {
+		if !current[z] {
+			delete(r.held, z)
 		}
 	}
 	return next
@@ -217,12 +366,10 @@ func (r *reaper) sweep() time.Duration {
 
 // StartTracked starts cmd exactly like cmd.Start (no marker, no process group)
 // but registered with the orphan reaper, so the caller's later cmd.Wait is
-// guaranteed to get the exit status no matter how long it waits to call it.
-// Code elsewhere in the harness that runs helper commands with os/exec while a
-// Supervisor is open should use it: the reaper only spares unregistered
-// children for a short grace period. The registration is dropped
+// guaranteed to get the exit status no matter how long it waits to call it,
+// also where os/exec does not hold pidfds. The registration is dropped
 // automatically once the caller has reaped the child.
 func StartTracked(cmd *exec.Cmd) error {
-	_, err := theReaper.start(cmd)
+	_, err := theReaper.start(cmd, true)
 	return err
 }

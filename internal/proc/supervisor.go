@@ -3,28 +3,35 @@
 //
 // Guarantees, and why each matters to a chaos harness:
 //
-//   - Every instance runs in its own process group, so one kill(-pgid) stops
-//     or kills the whole instance atomically, including children forked while
-//     the signal is being delivered.
+//   - Every instance runs in its own process group and, when the Supervisor
+//     uses cgroups (EnableCgroups, cgroup v2), in its own cgroup leaf that it
+//     is placed in before it runs (clone3 CLONE_INTO_CGROUP). Nothing it
+//     forks can leave that leaf, whatever it does with sessions, process
+//     groups or its environment, so Kill (cgroup.kill), Freeze
+//     (cgroup.freeze) and "gone" (cgroup empty) cover all of it atomically.
+//     Without cgroups, one kill(-pgid) stops or kills the process group
+//     atomically and descendants outside it are found as described below.
 //   - The harness is a child subreaper (PR_SET_CHILD_SUBREAPER). Descendants
 //     whose parent dies (double forks, daemons, killed shells) are reparented
 //     to the harness instead of PID 1, so they stay visible in our /proc
-//     subtree and, because PID 1 on these machines does not reap, a single
-//     reaper goroutine collects their zombies.
-//   - Fleet safety: apart from an instance's own process group while its
-//     leader is unreaped, a process is only ever signalled if its
-//     /proc/PID/environ carries the run's marker entry, and the check and the
-//     signal go through one pidfd so a recycled pid can never receive it.
-//     Processes the harness did not start are only signalled through the
-//     explicit SignalExternal.
+//     subtree and, because PID 1 on these machines does not reap, the
+//     harness reaps them: at once when they die (see reaper).
+//   - Fleet safety: a process is only ever signalled if it is provably the
+//     run's: in the instance's cgroup, in the instance's own process group
+//     while its leader is unreaped, or carrying the run's marker in
+//     /proc/PID/environ. The check and the signal go through one pidfd so a
+//     recycled pid can never receive it. Processes the harness did not start
+//     are only signalled through the explicit SignalExternal.
 //   - Exit statuses are never lost: children started by Start are registered
 //     under the same mutex the reaper holds while reaping, so the reaper
 //     never consumes a status that belongs to a Process.
 package proc
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"slices"
@@ -33,6 +40,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/cgroup"
 )
 
 // InstanceEnv is the environment variable Start adds, next to the run marker,
@@ -46,6 +55,10 @@ const InstanceEnv = "CHAOS_PROC_INSTANCE"
 // forked or reparented since the previous one; a workload that forks faster
 // than we can signal would otherwise keep Signal looping forever.
 const maxSignalPasses = 8
+
+// freezeTimeout bounds Freeze and Thaw, which take no context, in cgroup
+// mode: how long to wait for cgroup.events to confirm.
+const freezeTimeout = 10 * time.Second
 
 // ErrClosed is returned by Start after Close.
 var ErrClosed = errors.New("proc: supervisor closed")
@@ -61,13 +74,17 @@ type Supervisor struct {
 	mu        sync.RWMutex
 	closed    bool
 	closeOnce sync.Once
+	// cg is the run's cgroup tree; nil in process-group mode.
+	cg       *cgroup.Run
+	cgReason string // why not cgroups, once EnableCgroups failed
 }
 
 // NewSupervisor returns a Supervisor whose children all carry marker (a
 // "KEY=value" environment entry unique to this run, e.g.
 // "CHAOS_RUN_ID=20261130T111200Z-ab12"). It makes the harness a child
 // subreaper and starts the orphan reaper if it is not already running; both
-// are idempotent, so it may be called more than once.
+// are idempotent, so it may be called more than once. It starts in
+// process-group mode; see EnableCgroups.
 func NewSupervisor(marker string) (*Supervisor, error) {
 	if err := validateMarker(marker); err != nil {
 		return nil, err
@@ -82,31 +99,61 @@ func NewSupervisor(marker string) (*Supervisor, error) {
 // Marker returns the environment entry every child of s carries.
 func (s *Supervisor) Marker() string { return s.marker }
 
-// Close stops the orphan reaper once no other Supervisor uses it. It does not
-// touch running processes: stop them first, otherwise their orphans will not
-// be reaped until another Supervisor is created. Close is idempotent.
+// Close stops the orphan reaper once no other Supervisor uses it and
+// removes the run's empty cgroups. It does not touch running processes: stop
+// them first, otherwise their orphans will not be reaped until another
+// Supervisor is created, and cgroups that still hold processes stay for
+// `chaos cleanup` (cgroup.SweepStale). Close is idempotent.
 func (s *Supervisor) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
+		run := s.cg
 		s.mu.Unlock()
+		if run != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = run.Remove(ctx) // leaves with processes in them stay
+			cancel()
+		}
 		theReaper.release()
 	})
 	return nil
 }
 
+// StartOption adjusts one Start.
+type StartOption func(*startConfig)
+
+type startConfig struct {
+	cgroupName string
+}
+
+// CgroupName names the instance's cgroup leaf (made safe, and numbered so a
+// name is never reused within the run); without it the leaf is named
+// "proc". It has no effect in process-group mode.
+func CgroupName(name string) StartOption {
+	return func(c *startConfig) { c.cgroupName = name }
+}
+
 // Start starts cmd as a new instance: in its own process group, with the run
 // marker and a per-instance InstanceEnv tag appended to its environment
 // (os.Environ() if cmd.Env is nil; appended entries win over duplicates), and
-// registered so that the orphan reaper never steals its exit status.
+// registered so that the orphan reaper never steals its exit status. In
+// cgroup mode it also starts in a new cgroup leaf of the run (see
+// CgroupName) before it executes anything; a caller that sets
+// SysProcAttr.UseCgroupFD itself keeps its own cgroup and gets
+// process-group semantics for that instance.
 //
 // After Start the Supervisor owns cmd: do not call cmd.Wait or read
 // cmd.ProcessState; use Done and ExitStatus. If cmd has stdout/stderr
 // writers that are not *os.File, the copying goroutines are released when the
 // last descendant holding the pipes exits, independently of Done.
-func (s *Supervisor) Start(cmd *exec.Cmd) (*Process, error) {
+func (s *Supervisor) Start(cmd *exec.Cmd, opts ...StartOption) (*Process, error) {
 	if cmd == nil || cmd.Process != nil {
 		return nil, errors.New("proc: Start needs an unstarted *exec.Cmd")
+	}
+	var cfg startConfig
+	for _, o := range opts {
+		o(&cfg)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -126,6 +173,25 @@ func (s *Supervisor) Start(cmd *exec.Cmd) (*Process, error) {
 	default:
 		attr.Setpgid, attr.Pgid = true, 0
 	}
+
+	var leaf *cgroup.Group
+	if s.cg != nil && !attr.UseCgroupFD {
+		name := cfg.cgroupName
+		if name == "" {
+			name = "proc"
+		}
+		var err error
+		if leaf, err = s.cg.NewLeaf(name); err != nil {
+			return nil, fmt.Errorf("proc: starting in a cgroup: %w", err)
+		}
+		fd, err := leaf.OpenFD()
+		if err != nil {
+			_ = leaf.Remove(context.Background())
+			return nil, fmt.Errorf("proc: starting in a cgroup: %w", err)
+		}
+		defer syscall.Close(fd) // the child has its own reference once started
+		attr.UseCgroupFD, attr.CgroupFD = true, fd
+	}
 	cmd.SysProcAttr = &attr
 
 	env := cmd.Env
@@ -135,8 +201,11 @@ func (s *Supervisor) Start(cmd *exec.Cmd) (*Process, error) {
 	tag := InstanceEnv + "=" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(instanceSeq.Add(1), 10)
 	cmd.Env = append(slices.Clip(env), s.marker, tag)
 
-	start, err := theReaper.start(cmd)
+	start, err := theReaper.start(cmd, false)
 	if err != nil {
+		if leaf != nil {
+			_ = leaf.Remove(context.Background())
+		}
 		return nil, err
 	}
 	p := &Process{
@@ -146,6 +215,7 @@ func (s *Supervisor) Start(cmd *exec.Cmd) (*Process, error) {
 		cmd:     cmd,
 		tag:     tag,
 		start:   start,
+		cg:      leaf,
 		done:    make(chan struct{}),
 		waited:  make(chan struct{}),
 	}
@@ -161,8 +231,9 @@ type Process struct {
 
 	sup   *Supervisor
 	cmd   *exec.Cmd
-	tag   string // InstanceEnv entry of this instance
-	start uint64 // start time of Pid, for registration bookkeeping
+	tag   string        // InstanceEnv entry of this instance
+	start uint64        // start time of Pid, for registration bookkeeping
+	cg    *cgroup.Group // the instance's leaf; nil in process-group mode
 	done  chan struct{}
 	// waited is closed once cmd.Wait has returned: the zombie is reaped and
 	// everything the process wrote to non-file writers has been copied.
@@ -179,10 +250,11 @@ type Process struct {
 	waitErr  error
 }
 
-// wait is the event-driven exit watcher: it blocks in waitid, which returns
-// the instant the leader terminates, rather than polling.
+// wait is the event-driven exit watcher: it sleeps in the runtime's poller
+// on the leader's pidfd (or, without pidfds, in waitid), which wakes the
+// instant the leader terminates, rather than polling.
 func (p *Process) wait() {
-	ws, err := waitExitNoReap(p.Pid)
+	ws, err := waitExitPolled(p.Pid)
 	now := time.Now()
 	p.mu.Lock()
 	p.exited, p.exitedAt, p.status, p.waitErr = true, now, ws, err
@@ -193,8 +265,20 @@ func (p *Process) wait() {
 	// is why Done does not wait for it.
 	_ = p.cmd.Wait()
 	theReaper.unregister(p.Pid, p.start)
+	// An instance that left nothing behind does not need its leaf any more.
+	// Leaf names are never reused, so a stale path can reach nobody.
+	if p.cg != nil {
+		if pop, err := p.cg.Populated(); err == nil && !pop {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = p.cg.Remove(ctx)
+			cancel()
+		}
+	}
 	close(p.waited)
 }
+
+// Cgroup returns the instance's cgroup leaf, or nil in process-group mode.
+func (p *Process) Cgroup() *cgroup.Group { return p.cg }
 
 // Waited returns a channel closed once the process is reaped and its output
 // fully copied to the exec.Cmd's writers. It can lag Done while descendants
@@ -233,73 +317,166 @@ func (p *Process) hasExited() bool {
 	return p.exited
 }
 
-// Kill sends SIGKILL to the instance (see Signal). It does not wait.
-func (p *Process) Kill() error { return p.Signal(syscall.SIGKILL) }
+// Kill sends SIGKILL to the whole instance and does not wait. In cgroup
+// mode it writes cgroup.kill, which reaches every process in the leaf,
+// including ones forked during the kill, setsid'd ones and ones that cleared
+// their environment. Otherwise it is Signal(SIGKILL). It returns
+// os.ErrProcessDone when nothing of the instance was left.
+func (p *Process) Kill() error {
+	if p.cg != nil {
+		return p.killCgroup()
+	}
+	return p.Signal(syscall.SIGKILL)
+}
 
-// Freeze stops the instance with SIGSTOP (see Signal).
-func (p *Process) Freeze() error { return p.Signal(syscall.SIGSTOP) }
+func (p *Process) killCgroup() error {
+	ev, err := p.cg.Events()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return os.ErrProcessDone // leaf removed: empty and leader reaped
+		}
+		return fmt.Errorf("proc: %w", err)
+	}
+	if !ev.Populated {
+		return os.ErrProcessDone
+	}
+	if err := p.cg.Kill(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return os.ErrProcessDone
+		}
+		return fmt.Errorf("proc: %w", err)
+	}
+	return nil
+}
 
-// Thaw resumes a frozen instance with SIGCONT (see Signal).
-func (p *Process) Thaw() error { return p.Signal(syscall.SIGCONT) }
+// Freeze stops the instance; see FreezeContext. In cgroup mode it waits at
+// most 10 s for the kernel to confirm.
+func (p *Process) Freeze() error {
+	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
+	defer cancel()
+	return p.FreezeContext(ctx)
+}
 
-// Signal sends sig to the whole instance:
+// Thaw resumes a frozen instance; see ThawContext.
+func (p *Process) Thaw() error {
+	ctx, cancel := context.WithTimeout(context.Background(), freezeTimeout)
+	defer cancel()
+	return p.ThawContext(ctx)
+}
+
+// FreezeContext stops the whole instance. In cgroup mode it writes
+// cgroup.freeze and returns once cgroup.events says "frozen 1": every process
+// of the leaf is stopped, with no window in which a child forked meanwhile
+// keeps running, and without job-control signals the workload could see or
+// undo (frozen tasks show state S, not T). Otherwise it is Signal(SIGSTOP)
+// (state T), which returns as soon as the signals are sent. It returns
+// os.ErrProcessDone when nothing of the instance was left.
+func (p *Process) FreezeContext(ctx context.Context) error {
+	if p.cg == nil {
+		return p.Signal(syscall.SIGSTOP)
+	}
+	ev, err := p.cg.Events()
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return os.ErrProcessDone
+		}
+		return fmt.Errorf("proc: %w", err)
+	}
+	if !ev.Populated {
+		return os.ErrProcessDone
+	}
+	if err := p.cg.Freeze(ctx); err != nil {
+		return fmt.Errorf("proc: %w", err)
+	}
+	return nil
+}
+
+// ThawContext undoes FreezeContext: cgroup.freeze 0, returning once
+// cgroup.events says "frozen 0", or SIGCONT in process-group mode.
+func (p *Process) ThawContext(ctx context.Context) error {
+	if p.cg == nil {
+		return p.Signal(syscall.SIGCONT)
+	}
+	if err := p.cg.Thaw(ctx); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return os.ErrProcessDone
+		}
+		return fmt.Errorf("proc: %w", err)
+	}
+	if pop, err := p.cg.Populated(); err == nil && !pop {
+		return os.ErrProcessDone
+	}
+	return nil
+}
+
+// Signal sends sig to the whole instance.
+//
+// In cgroup mode: every process in the instance's leaf (cgroup.procs), each
+// through a pidfd after checking that it is still in the leaf, so a recycled
+// pid is never hit; passes repeat until one finds nobody new, so children
+// forked meanwhile are caught. SIGKILL uses cgroup.kill instead.
+//
+// In process-group mode:
 //
 //   - its process group, with one kill(-pgid), while the leader is unreaped
 //     (a zombie leader still pins the group id, so it cannot name a stranger's
 //     group);
 //   - every descendant outside that group (setsid'd or setpgid'd children),
-//     found through the /proc ppid tree below Pid and through the InstanceEnv
-//     tag among the harness's own descendants (which catches ones already
-//     reparented to the harness);
-//   - after the leader has exited, the remaining group members individually.
+//     found by walking the ppid tree down from Pid, and the harness's own
+//     children (orphans it adopted) that carry the instance's InstanceEnv
+//     tag, with their subtrees;
+//   - after the leader has exited, those tagged processes individually.
 //
 // Individually signalled processes must carry the run marker in
 // /proc/PID/environ; a descendant that cleared its environment and left the
-// group is therefore left alone, because nothing proves it is ours. The
-// marker check and the signal share one pidfd, so a pid that is recycled in
-// between is never signalled. The tree is snapshotted before the group is
-// signalled (killing a shell reparents its children, hiding them from the
-// tree), and rescans repeat until a pass finds nobody new, so descendants
-// forked meanwhile are caught too.
+// group is therefore left alone, because nothing proves it is ours (cgroup
+// mode has no such gap). The marker check and the signal share one pidfd, so
+// a pid that is recycled in between is never signalled. The tree is
+// walked before the group is signalled (killing a shell reparents its
+// children, hiding them from the tree), and rescans repeat until a pass finds
+// nobody new, so descendants forked meanwhile are caught too. The cost is
+// proportional to the instance's own processes and the harness's direct
+// children, not to every process on the machine.
 //
 // Signal returns os.ErrProcessDone if the leader has exited and no process
 // was left to signal.
 func (p *Process) Signal(sig syscall.Signal) error {
+	if p.cg != nil {
+		if sig == syscall.SIGKILL {
+			return p.killCgroup()
+		}
+		return p.signalCgroup(sig)
+	}
 	self := os.Getpid()
 	handled := map[int]bool{}
 	delivered := false
 	var errs []error
 	for pass := 0; pass < maxSignalPasses; pass++ {
-		procs, err := listProcs()
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		exited := p.hasExited()
-		cands := p.candidates(procs, self, exited)
+		cands, exited := p.candidates(self)
 		retry := false
 		if pass == 0 {
 			covered, err := p.signalGroup(sig)
 			if err != nil {
 				errs = append(errs, err)
 			}
-			// If the leader exited between the snapshot and the group
-			// signal, the group members were neither in cands nor
-			// signalled as a group: rescan, now treating them individually.
+			// If the leader exited between the walk and the group signal,
+			// the group members were neither in cands nor signalled as a
+			// group: rescan, now treating them individually.
 			retry = !covered && !exited
 			if covered {
 				delivered = true
-				// Members at snapshot time received the group signal; do not
+				// Members at walk time received the group signal; do not
 				// signal them again even if they leave the group later.
-				for pid, st := range procs {
+				for _, st := range cands {
 					if st.pgrp == p.Pid {
-						handled[pid] = true
+						handled[st.pid] = true
 					}
 				}
 			}
 		}
 		fresh := 0
-		for _, pid := range cands {
+		for _, st := range cands {
+			pid := st.pid
 			if handled[pid] {
 				continue
 			}
@@ -331,6 +508,79 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return errors.Join(errs...)
 }
 
+// signalCgroup is Signal in cgroup mode, for signals other than SIGKILL.
+func (p *Process) signalCgroup(sig syscall.Signal) error {
+	handled := map[int]bool{}
+	delivered := false
+	var errs []error
+	for pass := 0; pass < maxSignalPasses; pass++ {
+		pids, err := p.cg.Procs()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("proc: %w", err))
+			break
+		}
+		fresh := 0
+		for _, pid := range pids {
+			if handled[pid] {
+				continue
+			}
+			handled[pid] = true
+			ok, err := signalInCgroup(pid, sig, p.cg)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok {
+				delivered = true
+				fresh++
+			}
+		}
+		if fresh == 0 {
+			break
+		}
+	}
+	if !delivered && len(errs) == 0 && p.hasExited() {
+		return os.ErrProcessDone
+	}
+	return errors.Join(errs...)
+}
+
+// signalInCgroup sends sig to pid only if it is in g, checked after its
+// pidfd is open (see signalMarked for why that order is race-free).
+func signalInCgroup(pid int, sig syscall.Signal, g *cgroup.Group) (bool, error) {
+	if pid <= 1 || pid == os.Getpid() {
+		return false, nil
+	}
+	fd, err := openPidfd(pid)
+	switch err {
+	case nil:
+		defer closePidfd(fd)
+	case syscall.ESRCH:
+		return false, nil
+	case syscall.ENOSYS, syscall.EPERM:
+		fd = -1
+	default:
+		return false, fmt.Errorf("proc: pidfd_open(%d): %w", pid, err)
+	}
+	in, err := g.Contains(pid)
+	if err != nil || !in {
+		return false, err
+	}
+	if fd < 0 {
+		err = syscall.Kill(pid, sig)
+	} else {
+		err = pidfdSendSignal(fd, sig)
+	}
+	switch err {
+	case nil:
+		return true, nil
+	case syscall.ESRCH:
+		return false, nil
+	default:
+		return false, fmt.Errorf("proc: signal %v to %d: %w", sig, pid, err)
+	}
+}
+
 // signalGroup sends sig to the process group while the leader is known not to
 // be reaped, and reports whether it did.
 func (p *Process) signalGroup(sig syscall.Signal) (bool, error) {
@@ -349,70 +599,111 @@ func (p *Process) signalGroup(sig syscall.Signal) (bool, error) {
 	}
 }
 
-// candidates lists, from one snapshot, the live processes Signal should
-// consider individually: the ppid-tree descendants of Pid, the harness's
-// descendants tagged with this instance's InstanceEnv entry, the leader if it
-// moved out of its own group, and—once the leader has exited—the remaining
-// group members. Every one of them is still marker-checked before signalling.
-func (p *Process) candidates(procs map[int]procStat, self int, exited bool) []int {
-	children := childrenIndex(procs)
-	set := map[int]bool{}
-	for _, pid := range descendants(children, p.Pid) {
-		set[pid] = true
+// candidates lists the live processes Signal should consider individually
+// in process-group mode: the ppid-tree descendants of Pid, the harness's
+// children tagged with this instance's InstanceEnv entry (orphans it
+// adopted) with their descendants, and the leader if it moved out of its own
+// group. Every one of them is still marker-checked before signalling.
+//
+// exited is read after the walk: if the leader had not exited then, it was
+// not reaped during the walk either (Process.wait records the exit before
+// reaping), so the tree below Pid really was the instance's.
+func (p *Process) candidates(self int) (cands []procStat, exited bool) {
+	set := map[int]procStat{}
+	leader, lerr := readStat(p.Pid)
+	for _, st := range subtree(p.Pid) {
+		set[st.pid] = st
 	}
-	for _, pid := range descendants(children, self) {
-		if set[pid] || pid == p.Pid {
+	for _, k := range p.adoptedOrphans(self) {
+		if _, ok := set[k.pid]; ok {
 			continue
 		}
-		if ok, _ := hasEnvEntry(pid, p.tag); ok {
-			set[pid] = true
+		set[k.pid] = k
+		for _, st := range subtree(k.pid) {
+			set[st.pid] = st
 		}
 	}
-	if leader, ok := procs[p.Pid]; ok && !exited && leader.pgrp != p.Pid {
-		set[p.Pid] = true
+	exited = p.hasExited()
+	if lerr == nil && !exited && leader.pgrp != p.Pid {
+		set[p.Pid] = leader
 	}
-	if exited {
-		for pid, st := range procs {
-			if st.pgrp == p.Pid {
-				set[pid] = true
+	for pid, st := range set {
+		if pid == self || pid <= 1 || !isLive(st) {
+			continue
+		}
+		cands = append(cands, st)
+	}
+	slices.SortFunc(cands, func(a, b procStat) int { return a.pid - b.pid })
+	return cands, exited
+}
+
+// adoptedOrphans returns the harness's children that carry this instance's
+// tag. Registered children (instance leaders, StartTracked commands) are
+// skipped without reading anything, so the cost is one read per orphan,
+// not per instance.
+func (p *Process) adoptedOrphans(self int) []procStat {
+	var kids []procStat
+	if childrenFiles() {
+		pids, err := childrenOf(self)
+		if err != nil {
+			return nil
+		}
+		for _, c := range theReaper.dropRegistered(pids) {
+			if st, err := readStat(c); err == nil && st.ppid == self && c != p.Pid {
+				kids = append(kids, st)
+			}
+		}
+	} else {
+		all, _ := childStats(self)
+		for _, st := range all {
+			if st.pid != p.Pid && len(theReaper.dropRegistered([]int{st.pid})) == 1 {
+				kids = append(kids, st)
 			}
 		}
 	}
-	out := make([]int, 0, len(set))
-	for pid := range set {
-		st, ok := procs[pid]
-		if !ok || pid == self || pid <= 1 || st.state == 'Z' || st.state == 'X' {
+	var out []procStat
+	for _, k := range kids {
+		if !isLive(k) {
 			continue
 		}
-		out = append(out, pid)
+		if ok, _ := hasEnvEntry(k.pid, p.tag); ok {
+			out = append(out, k)
+		}
 	}
-	slices.Sort(out)
 	return out
 }
 
-// Members returns, sorted, the live processes that belong to the instance:
-// the leader, its group, and its marker-carrying descendants found as Signal
-// finds them. Leak checks and Terminate use it to see whether anything of
-// the instance is left.
+// Members returns, sorted, the live processes that belong to the instance.
+// In cgroup mode: every process in its leaf. Otherwise: the leader, its
+// group, and its marker-carrying descendants found as Signal finds them.
+// Leak checks and Terminate use it to see whether anything of the instance
+// is left.
 func (p *Process) Members() ([]int, error) {
+	self := os.Getpid()
+	if p.cg != nil {
+		pids, err := p.cg.Procs()
+		if err != nil {
+			return nil, fmt.Errorf("proc: %w", err)
+		}
+		return slices.DeleteFunc(pids, func(pid int) bool { return pid == self }), nil
+	}
+	cands, _ := p.candidates(self)
 	procs, err := listProcs()
 	if err != nil {
 		return nil, err
 	}
-	self := os.Getpid()
-	set := map[int]bool{}
-	for _, pid := range p.candidates(procs, self, p.hasExited()) {
-		set[pid] = true
+	set := map[int]procStat{}
+	for _, st := range cands {
+		set[st.pid] = st
 	}
 	for pid, st := range procs {
 		if st.pgrp == p.Pid {
-			set[pid] = true
+			set[pid] = st
 		}
 	}
 	var out []int
-	for pid := range set {
-		st := procs[pid]
-		if pid == self || st.state == 'Z' || st.state == 'X' {
+	for pid, st := range set {
+		if pid == self || !isLive(st) {
 			continue
 		}
 		if pid != p.Pid && st.pgrp != p.Pid {
@@ -426,17 +717,36 @@ func (p *Process) Members() ([]int, error) {
 	return out, nil
 }
 
-// Terminate stops the instance gracefully: SIGTERM (followed by SIGCONT, so a
-// frozen instance can act on it), then up to grace for the leader and its
-// descendants to exit, then SIGKILL for whatever is left. It returns once the
-// leader has exited. Descendants get the same deadline as the leader, so a
-// "SIGTERM + restart" fault never leaves the old generation running beside
-// the new one.
+// Terminate stops the instance gracefully: SIGTERM (then a thaw and SIGCONT,
+// so a frozen instance can act on it), then up to grace for the leader and
+// its descendants to exit, then SIGKILL for whatever is left (cgroup.kill
+// in cgroup mode). It returns once the leader has exited. Descendants get
+// the same deadline as the leader, so a "SIGTERM + restart" fault never
+// leaves the old generation running beside the new one. In cgroup mode the
+// wait for descendants is event-driven (cgroup.events); use WaitGone to wait
+// until everything is also reaped.
 func (p *Process) Terminate(grace time.Duration) error {
 	deadline := time.Now().Add(grace)
 	err := p.Signal(syscall.SIGTERM)
 	if errors.Is(err, os.ErrProcessDone) {
 		err = nil
+	}
+	if p.cg != nil {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		defer cancel()
+		_ = p.cg.Thaw(ctx)
+		_ = p.signalCgroup(syscall.SIGCONT)
+		select {
+		case <-p.done:
+			_ = p.cg.WaitEmpty(ctx)
+		case <-ctx.Done():
+		}
+		kerr := p.killCgroup()
+		if errors.Is(kerr, os.ErrProcessDone) {
+			kerr = nil
+		}
+		<-p.done
+		return errors.Join(err, kerr)
 	}
 	_ = p.Signal(syscall.SIGCONT)
 
@@ -470,6 +780,96 @@ func (p *Process) Terminate(grace time.Duration) error {
 	return errors.Join(err, kerr)
 }
 
+// WaitGone waits, bounded by ctx, until nothing of the instance exists any
+// more, not even as a zombie: the leader has exited and been reaped, and
+//
+//   - in cgroup mode, the leaf is empty (cgroup.events "populated 0", waited
+//     for without polling) and every zombie that was in it has been reaped;
+//     the leaf is then removed;
+//   - in process-group mode, Members is empty and each member it listed on
+//     the way, and each zombie left in the instance's process group, has been
+//     reaped. A descendant that left the group and cleared its environment
+//     cannot be attributed to the instance here, and is not waited for.
+//
+// It does not signal anything: Kill or Terminate first.
+func (p *Process) WaitGone(ctx context.Context) error {
+	fail := func(err error) error {
+		return fmt.Errorf("proc: waiting for instance %d to be gone: %w", p.Pid, err)
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	if p.cg != nil {
+		if err := p.cg.WaitEmpty(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	select {
+	case <-p.waited:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	self := os.Getpid()
+	if p.cg != nil {
+		for {
+			zs := zombieChildrenWhere(self, func(st procStat) bool {
+				in, _ := p.cg.Contains(st.pid)
+				return in
+			})
+			if len(zs) == 0 {
+				break
+			}
+			for _, pid := range zs {
+				if err := WaitGone(ctx, pid); err != nil {
+					return fail(err)
+				}
+			}
+		}
+		if err := p.cg.Remove(ctx); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	for {
+		m, err := p.Members()
+		if err != nil {
+			return fail(err)
+		}
+		if len(m) == 0 {
+			break
+		}
+		for _, pid := range m {
+			if err := WaitGone(ctx, pid); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	for _, pid := range zombieChildrenWhere(self, func(st procStat) bool { return st.pgrp == p.Pid }) {
+		if err := WaitGone(ctx, pid); err != nil {
+			return fail(err)
+		}
+	}
+	return nil
+}
+
+// zombieChildrenWhere lists the harness's zombie children for which keep
+// holds.
+func zombieChildrenWhere(self int, keep func(procStat) bool) []int {
+	kids, err := childStats(self)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, st := range kids {
+		if st.state == 'Z' && !isLive(st) && keep(st) {
+			out = append(out, st.pid)
+		}
+	}
+	return out
+}
+
 // signalMarked sends sig to pid only if the process carries marker in its
 // environment, and reports whether it did. The pidfd is opened before the
 // environment is read: if the process that owned pid at open time is still
@@ -480,13 +880,13 @@ func signalMarked(pid int, sig syscall.Signal, marker string) (bool, error) {
 	if pid <= 1 || pid == os.Getpid() {
 		return false, nil
 	}
-	fd, err := pidfdOpen(pid)
+	fd, err := openPidfd(pid)
 	switch err {
 	case nil:
-		defer syscall.Close(fd)
+		defer closePidfd(fd)
 	case syscall.ESRCH:
 		return false, nil
-	case syscall.ENOSYS:
+	case syscall.ENOSYS, syscall.EPERM:
 		return signalMarkedNoPidfd(pid, sig, marker)
 	default:
 		return false, fmt.Errorf("proc: pidfd_open(%d): %w", pid, err)

@@ -1,25 +1,13 @@
-//go:build linux && (amd64 || arm64 || 386 || arm || riscv64 || ppc64 || ppc64le || s390x || loong64)
-
-// The architecture list is deliberate: the raw syscall numbers and the
-// siginfo layout below are the ones shared by these ports. MIPS numbers its
-// syscalls differently and swaps two siginfo fields, so building there fails
-// loudly instead of issuing the wrong system call from fleet-safety code.
+//go:build linux
 
 package proc
 
 import (
+	"os"
 	"syscall"
 	"unsafe"
-)
 
-const (
-	prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER
-	prGetChildSubreaper = 37 // PR_GET_CHILD_SUBREAPER
-
-	pPID = 1 // P_PID for waitid(2)
-
-	sysPidfdSendSignal = 424 // pidfd_send_signal(2), Linux 5.1
-	sysPidfdOpen       = 434 // pidfd_open(2), Linux 5.3
+	"golang.org/x/sys/unix"
 )
 
 // setChildSubreaper marks this process as a child subreaper, so orphaned
@@ -28,51 +16,49 @@ const (
 // machines never reaps. The flag is per process and setting it twice is
 // harmless, which is what makes NewSupervisor safe to call repeatedly.
 func setChildSubreaper() error {
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
-		return e
-	}
-	return nil
+	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
 // isChildSubreaper reports the PR_GET_CHILD_SUBREAPER flag.
 func isChildSubreaper() (bool, error) {
 	var v int32
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prGetChildSubreaper, uintptr(unsafe.Pointer(&v)), 0); e != 0 {
-		return false, e
+	if err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&v)), 0, 0, 0); err != nil {
+		return false, err
 	}
 	return v != 0, nil
 }
 
-const is64bit = ^uint(0) >> 63 // 1 on 64-bit hosts, 0 otherwise
-
-// siginfoChild is the SIGCHLD view of the kernel's siginfo_t as filled in by
-// waitid(2); it mirrors Go's internal/syscall/unix.SiginfoChild.
-type siginfoChild struct {
-	Signo  int32
-	Errno  int32
-	Code   int32
-	_      [is64bit]int32
-	Pid    int32
-	UID    uint32
-	Status int32
-	_      [128 - (6+is64bit)*4]byte
-}
-
-// Values of siginfoChild.Code for a terminated child.
+// si_code values of a SIGCHLD siginfo for a terminated child (<signal.h>).
 const (
 	cldExited = 1
 	cldKilled = 2
 	cldDumped = 3
 )
 
-func (si *siginfoChild) waitStatus() syscall.WaitStatus {
+// The kernel's siginfo_t is 128 bytes on every Linux port; unix.Siginfo
+// mirrors that size but keeps the SIGCHLD fields opaque.
+var (
+	_ [128 - unsafe.Sizeof(unix.Siginfo{})]byte
+	_ [unsafe.Sizeof(unix.Siginfo{}) - 128]byte
+)
+
+// childWaitStatus decodes the SIGCHLD part of a siginfo filled in by
+// waitid(2). The union of siginfo_t follows si_signo, si_errno and si_code
+// (their order differs on MIPS, which unix.Siginfo accounts for) at the
+// next pointer-aligned offset, and starts with {si_pid, si_uid, si_status}.
+func childWaitStatus(si *unix.Siginfo) syscall.WaitStatus {
+	off := 3 * unsafe.Sizeof(int32(0))
+	if a := unsafe.Alignof(uintptr(0)); off%a != 0 {
+		off += a - off%a
+	}
+	status := *(*int32)(unsafe.Add(unsafe.Pointer(si), off+2*unsafe.Sizeof(int32(0))))
 	switch si.Code {
 	case cldExited:
-		return syscall.WaitStatus(si.Status << 8)
+		return syscall.WaitStatus(status << 8)
 	case cldKilled:
-		return syscall.WaitStatus(si.Status)
+		return syscall.WaitStatus(status)
 	case cldDumped:
-		return syscall.WaitStatus(si.Status) | 0x80
+		return syscall.WaitStatus(status) | 0x80
 	}
 	return 0
 }
@@ -83,36 +69,78 @@ func (si *siginfoChild) waitStatus() syscall.WaitStatus {
 // be recycled, so Signal may still use kill(-pgid) safely until the
 // Process has recorded that its leader is gone.
 func waitExitNoReap(pid int) (syscall.WaitStatus, error) {
-	var si siginfoChild
+	var si unix.Siginfo
 	for {
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&si)), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
-		if e == syscall.EINTR {
+		err := unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == unix.EINTR {
 			continue
 		}
-		if e != 0 {
-			return 0, e
+		if err != nil {
+			return 0, err
 		}
-		return si.waitStatus(), nil
+		return childWaitStatus(&si), nil
 	}
 }
 
-// pidfdOpen returns a pidfd for pid. The kernel always sets close-on-exec on
-// pidfds, so a concurrent fork/exec elsewhere in the harness cannot leak it.
-func pidfdOpen(pid int) (int, error) {
-	fd, _, e := syscall.Syscall(sysPidfdOpen, uintptr(pid), 0, 0)
-	if e != 0 {
-		return -1, e
+// waitExitPolled is waitExitNoReap without a blocked thread: it waits for
+// the child's pidfd to become readable (the child exited) in the Go
+// runtime's poller, then collects the status with waitid(P_PIDFD, WNOWAIT).
+// A harness with a thousand instances would otherwise hold a thousand OS
+// threads in waitid, and every walk of /proc/self/task would grow with
+// them. It falls back to waitExitNoReap where pidfds are not available or
+// cannot be polled.
+func waitExitPolled(pid int) (syscall.WaitStatus, error) {
+	if noPidfd.Load() {
+		return waitExitNoReap(pid)
 	}
-	return int(fd), nil
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return waitExitNoReap(pid)
+	}
+	ownPidfds.Lock()
+	ownPidfds.m[fd] = struct{}{}
+	ownPidfds.Unlock()
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer func() {
+		ownPidfds.Lock()
+		delete(ownPidfds.m, fd)
+		ownPidfds.Unlock()
+		f.Close()
+	}()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return waitExitNoReap(pid)
+	}
+	var si unix.Siginfo
+	var werr error
+	got := false
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			si = unix.Siginfo{}
+			werr = unix.Waitid(unix.P_PIDFD, int(fd), &si, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+			if werr == unix.EINTR {
+				continue
+			}
+			break
+		}
+		if werr == unix.EAGAIN || (werr == nil && si.Signo == 0) {
+			return false // not exited yet: wait for the pidfd to be readable
+		}
+		got = true
+		return true
+	})
+	if err != nil || !got {
+		// Not pollable after all (the poller refused the fd): block.
+		return waitExitNoReap(pid)
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	return childWaitStatus(&si), nil
 }
 
 // pidfdSendSignal signals exactly the process the pidfd was opened for, or
 // fails with ESRCH if that process is gone, even if its pid was reused.
 func pidfdSendSignal(fd int, sig syscall.Signal) error {
-	_, _, e := syscall.Syscall6(sysPidfdSendSignal, uintptr(fd), uintptr(sig), 0, 0, 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
+	return unix.PidfdSendSignal(fd, sig, nil, 0)
 }
