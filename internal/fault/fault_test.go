@@ -52,7 +52,7 @@ type env struct {
 }
 
 func (e *env) Record(name string, fields ...rundir.Field) { e.events = append(e.events, name) }
-func (e *env) Back(backend.Handle)                          { e.back++ }
+func (e *env) Back(backend.Handle)                        { e.back++ }
 func (e *env) Revert(undo func(context.Context) error) func(context.Context) error {
 	done := false
 	run := func(ctx context.Context) error {

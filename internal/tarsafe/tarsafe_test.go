@@ -170,4 +170,3 @@ func TestExtractTarExistingSymlink(t *testing.T) {
 		t.Fatalf("x: %v, %v", fi, err)
 	}
 }
-
