@@ -55,6 +55,9 @@ type Adapter struct {
 	Provision   string                `yaml:"provision" json:"provision,omitempty" jsonschema_description:"Hook run by chaos provision to create the system; chaos run never provisions."`
 	Deprovision string                `yaml:"deprovision" json:"deprovision,omitempty"`
 	Unsupported map[string]string     `yaml:"unsupported" json:"unsupported,omitempty" jsonschema_description:"Faults this adapter cannot provide on instances, with the reason; experiments that use them are n/a."`
+	// Options are settings of the backend the adapter names; each backend
+	// documents its own keys and rejects others when binding.
+	Options map[string]string `yaml:"options" json:"options,omitempty" jsonschema_description:"Settings of the backend: keys and values it documents (the kubernetes backend: namespace, restart-policy, ...)."`
 
 	File      string                  `yaml:"-" json:"-"`
 	SHA256    string                  `yaml:"-" json:"-"`

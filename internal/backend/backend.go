@@ -79,6 +79,15 @@ type Down struct {
 	// Reason is the reason of the Pending state an instance shows while it
 	// is down (Restarting, Outage, CrashLoop).
 	Reason string
+	// Hold says the caller keeps it down until Up (an outage): a backend
+	// whose system brings things back by itself (a controller replacing a
+	// pod) must stop that until Up.
+	Hold bool
+	// InPlace keeps the thing itself (the same pod) and restarts what runs
+	// in it (restart-in-place); without it a backend may replace the thing
+	// (a pod deleted and replaced by its controller). Processes and
+	// containers are always restarted in place.
+	InPlace bool
 }
 
 // Handle is anything a fault acts on: an instance, a role inside one (a
@@ -208,6 +217,13 @@ type Capturer interface {
 // targets are gone, before the checks; what it cannot remove is an error.
 type Sweeper interface {
 	Sweep(ctx context.Context) error
+}
+
+// EnvProvider is a backend that adds variables to the environment of every
+// hook, watcher and instance of the run (the namespace it made, say). They
+// are read once, right after the backend is opened.
+type EnvProvider interface {
+	Env() []string
 }
 
 // Describer gives facts about the backend for manifest.json: versions, and

@@ -54,10 +54,8 @@ type Registration struct {
 	// Open opens the backend for one run. An unreachable system is not an
 	// error here: the backend's preflight checks report it.
 	Open func(ctx context.Context, run *Run) (Backend, error)
-	// Cleanup removes what an interrupted run left behind (chaos cleanup):
-	// that run's with runID, else those of runs whose harness is gone. It
-	// calls found once per thing removed (or that would be, with dryRun).
-	Cleanup func(ctx context.Context, runID string, dryRun bool, found func(what string)) error
+	// Cleanup removes what an interrupted run left behind (chaos cleanup).
+	Cleanup func(ctx context.Context, c Cleanup) error
 	// BuildImage builds the backend's default instance image with no
 	// registry (chaos build-image), saying what it did on out.
 	BuildImage func(ctx context.Context, out io.Writer) error
@@ -67,6 +65,19 @@ type Registration struct {
 	// Adapters are built-in adapters the backend brings: file name to
 	// manifest.
 	Adapters map[string][]byte
+}
+
+// Cleanup is what chaos cleanup asks of a backend.
+type Cleanup struct {
+	// RunID names the run whose leftovers go; "" means those of every run
+	// whose harness is gone.
+	RunID string
+	// DryRun says what would go and removes nothing.
+	DryRun bool
+	// Env is the harness's environment.
+	Env []string
+	// Found is called once per thing removed (or that would be).
+	Found func(what string)
 }
 
 var (

@@ -62,10 +62,10 @@ run directory nor a run id, or something that could not be removed.`,
 					continue
 				}
 				for _, id := range ids {
-					err := r.Cleanup(ctx, id, dryRun, func(what string) {
+					err := r.Cleanup(ctx, backend.Cleanup{RunID: id, DryRun: dryRun, Env: s.st.Env, Found: func(what string) {
 						found++
 						fmt.Fprintln(s.out, what)
-					})
+					}})
 					if err != nil {
 						failed = true
 						fmt.Fprintf(s.err, "chaos: cleanup (%s): %v\n", r.Name, err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -55,6 +57,13 @@ func (e *engine) openBackends(ctx context.Context) error {
 			return fmt.Errorf("opening the %s backend: %w", r.Name, err)
 		}
 		e.opened = append(e.opened, openedBackend{name: r.Name, b: b})
+		if p, ok := b.(backend.EnvProvider); ok {
+			for _, kv := range p.Env() {
+				k, v, _ := strings.Cut(kv, "=")
+				e.baseEnv = envvar.Set(e.baseEnv, k, v)
+			}
+			e.brun.Env = e.baseEnv
+		}
 	}
 	e.be = e.backend(maker.Name)
 	for _, name := range e.a.TargetNames() {

@@ -89,12 +89,12 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		}
 		return back(context.WithoutCancel(ctx), env, op, h)
 	case experiment.FaultRestartInPlace:
-		if err := h.Down(ctx, backend.Down{Reason: "Restarting"}); err != nil {
+		if err := h.Down(ctx, backend.Down{Reason: "Restarting", InPlace: true}); err != nil {
 			return err
 		}
 		return back(context.WithoutCancel(ctx), env, op, h)
 	case experiment.FaultOutage:
-		if err := h.Down(ctx, backend.Down{Reason: "Outage"}); err != nil {
+		if err := h.Down(ctx, backend.Down{Reason: "Outage", Hold: true}); err != nil {
 			return err
 		}
 		return hold(ctx, env, op, func(ctx context.Context) error { return back(ctx, env, op, h) })

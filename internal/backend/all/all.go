@@ -6,5 +6,6 @@ package all
 import (
 	_ "github.com/chaos-harness/chaos/internal/backend/docker"
 	_ "github.com/chaos-harness/chaos/internal/backend/hooks"
+	_ "github.com/chaos-harness/chaos/internal/backend/kubernetes"
 	_ "github.com/chaos-harness/chaos/internal/backend/local"
 )

@@ -36,18 +36,18 @@ func init() {
 		Targets:   []backend.Kind{backend.Container},
 		Roles:     []backend.Kind{backend.Container},
 		Open:      open,
-		Cleanup: func(ctx context.Context, runID string, dryRun bool, found func(string)) error {
+		Cleanup: func(ctx context.Context, c backend.Cleanup) error {
 			// Containers are found by removing them, so a dry run says
 			// nothing of them.
-			if dryRun {
+			if c.DryRun {
 				return nil
 			}
-			res, err := CleanupRuns(ctx, runID)
+			res, err := CleanupRuns(ctx, c.RunID)
 			for _, r := range res.Removed {
 				if !strings.HasPrefix(r, "network ") && !strings.HasPrefix(r, "volume ") {
 					r = "container " + r
 				}
-				found("removed " + r)
+				c.Found("removed " + r)
 			}
 			if Unreachable(err) {
 				return nil // no engine here: nothing of a run can be in it

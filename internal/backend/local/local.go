@@ -115,7 +115,8 @@ func (b *Backend) sortedTargets() []*target {
 // cleanup kills the processes a run left behind, found by the run's
 // CHAOS_RUN_ID marker: those of runID, else of every run whose harness is
 // gone.
-func cleanup(ctx context.Context, runID string, dryRun bool, found func(string)) error {
+func cleanup(ctx context.Context, c backend.Cleanup) error {
+	runID, dryRun, found := c.RunID, c.DryRun, c.Found
 	marked, err := proc.ListMarked("CHAOS_RUN_ID")
 	if err != nil {
 		return fmt.Errorf("listing processes: %w", err)

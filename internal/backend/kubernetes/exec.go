@@ -1,0 +1,88 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+)
+
+// exec runs cmd in a container of one of the run's pods (checked first),
+// with its standard output to stdout; a command that exits non-zero is an
+// error with its standard error.
+func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string, stdout io.Writer) error {
+	if _, err := b.podOf(ctx, pod); err != nil {
+		return err
+	}
+	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, "GET", req.URL().String())
+	if err != nil {
+		return err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, "POST", req.URL())
+	if err != nil {
+		return err
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: &stderr})
+	var code utilexec.CodeExitError
+	if errors.As(err, &code) {
+		return fmt.Errorf("%s in %s/%s exited %d: %s", cmd[0], pod, container, code.Code, strings.TrimSpace(stderr.String()))
+	}
+	if err != nil {
+		return fmt.Errorf("exec in %s/%s: %w", pod, container, err)
+	}
+	return nil
+}
+
+// killScript signals every process of one container of a pod whose
+// containers share a process namespace: those whose cgroup path names the
+// container's id. A container's processes are all in its cgroup, whatever
+// they did to their process group or environment. It prints how many it
+// signalled.
+const killScript = `id=$1 sig=$2 n=0
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  [ "$p" = "$$" ] && continue
+  grep -q "$id" "$d/cgroup" 2>/dev/null || continue
+  kill -"$sig" "$p" 2>/dev/null && n=$((n+1))
+done
+echo "$n"`
+
+// signalContainer sends sig (KILL, TERM) to every process of the container
+// with id cid in pod, from the container from (which must share the pod's
+// process namespace); it returns how many it reached.
+func (b *Backend) signalContainer(ctx context.Context, pod, from, cid, sig string) (int, error) {
+	id := cid
+	if _, after, ok := strings.Cut(cid, "://"); ok {
+		id = after
+	}
+	if id == "" {
+		return 0, errors.New("no container id")
+	}
+	var out bytes.Buffer
+	if err := b.exec(ctx, pod, from, []string{"/bin/sh", "-c", killScript, "kill", id, sig}, &out); err != nil {
+		return 0, err
+	}
+	var n int
+	_, _ = fmt.Sscan(out.String(), &n)
+	return n, nil
+}

@@ -1,0 +1,274 @@
+// Package kubernetes is the kubernetes backend: an instance is a pod on a
+// cluster, reached through client-go. The workload's script and the
+// harness's wrapper reach the pod in a ConfigMap; its output lives in an
+// emptyDir that a small collector container keeps readable after the
+// script has ended, and is copied out with exec and tar before the pod is
+// deleted. States come from an informer on the run's pods, never from
+// polling; the pods' Kubernetes Events are recorded too.
+//
+// Fleet safety: everything the run creates carries chaos.run=<run id>, and
+// every call that deletes, scales or execs into something first reads it
+// and refuses unless it carries that label (deletes are then bound to the
+// UID that was read).
+package kubernetes
+
+import (
+	_ "embed"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/envvar"
+	"github.com/chaos-harness/chaos/internal/experiment"
+)
+
+// Name is the backend's name in an adapter's backend field.
+const Name = "kubernetes"
+
+// DefaultImage is the image instances run from when neither the workload
+// nor the adapter names one: the busybox image chaos build-image makes,
+// imported into the cluster's nodes (nothing is pulled by the tests).
+const DefaultImage = "chaos/busybox:latest"
+
+// Labels and annotations on everything a run creates.
+const (
+	LabelRun        = "chaos.run"
+	LabelExperiment = "chaos.experiment"
+	LabelWorkload   = "chaos.workload"
+	LabelInstance   = "chaos.instance"
+	LabelRole       = "chaos.role"
+	// The harness that made it, for chaos cleanup (values labels cannot
+	// hold go in annotations).
+	AnnotationPid      = "chaos.harness/pid"
+	AnnotationPidStart = "chaos.harness/pid-start"
+	AnnotationPidNS    = "chaos.harness/pidns"
+	AnnotationHost     = "chaos.harness/host"
+)
+
+// RoleInstance is the chaos.role label of an instance's pod.
+const RoleInstance = "instance"
+
+//go:embed kubernetes.yaml
+var builtinAdapter []byte
+
+func init() {
+	backend.Register(backend.Registration{
+		Name:      Name,
+		Doc:       "an instance is a pod on a cluster; roles are sidecar containers or pods found by labels; targets are pods found by labels",
+		Instances: backend.Pod,
+		Targets:   []backend.Kind{backend.Pod},
+		Roles:     []backend.Kind{backend.Container, backend.Pod},
+		Support:   support,
+		Check:     check,
+		Open:      open,
+		Cleanup:   cleanup,
+		Adapters:  map[string][]byte{"kubernetes.yaml": builtinAdapter},
+	})
+}
+
+// support says which faults this backend can apply: none of them freezes
+// (Kubernetes cannot pause a pod), a held outage needs a controller to
+// scale, and a container is restarted in place only by kubelet, which
+// restartPolicy Never forbids.
+func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) string {
+	o, err := parseOptions(a.Options)
+	if err != nil {
+		return err.Error()
+	}
+	never := o.restartPolicy == "Never"
+	switch {
+	case fault == experiment.FaultFreeze:
+		return "Kubernetes cannot pause a pod; no freeze"
+	case on == backend.OnInstances || k == backend.Container:
+		switch fault {
+		case experiment.FaultKill:
+			return ""
+		case experiment.FaultOutage:
+			return "kubelet restarts a container on its own schedule, so a container cannot be held down; no outage"
+		}
+		if never {
+			return fmt.Sprintf("the pods' restartPolicy is Never, so a killed container is not started again: no %s (set options.restart-policy: OnFailure)", fault)
+		}
+	}
+	return ""
+}
+
+// options are the backend's settings from the adapter's options map.
+type options struct {
+	kubeconfig    string
+	namespace     string
+	restartPolicy string
+	cpu, memory   resource.Quantity
+	memoryLimit   resource.Quantity
+	grace          int64
+	qps            float32
+	burst          int
+	pullPolicy     string
+	collectorImage string
+}
+
+// optionKeys are the keys an adapter's options may have.
+var optionKeys = []string{"kubeconfig", "namespace", "restart-policy", "image-pull-policy", "collector-image", "cpu", "memory", "memory-limit", "grace", "qps", "burst"}
+
+var namespacePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func parseOptions(m map[string]string) (options, error) {
+	o := options{restartPolicy: "Never", pullPolicy: "IfNotPresent", grace: 2, qps: 50, burst: 100,
+		cpu: resource.MustParse("10m"), memory: resource.MustParse("32Mi"), memoryLimit: resource.MustParse("256Mi")}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v := m[k]
+		var err error
+		switch k {
+		case "kubeconfig":
+			o.kubeconfig = v
+		case "namespace":
+			if !namespacePattern.MatchString(v) {
+				err = fmt.Errorf("%q is not a namespace name (lower-case letters, digits and dashes, at most 63)", v)
+			}
+			o.namespace = v
+		case "restart-policy":
+			if !slices.Contains([]string{"Never", "OnFailure", "Always"}, v) {
+				err = fmt.Errorf("%q: expected Never, OnFailure or Always", v)
+			}
+			o.restartPolicy = v
+		case "image-pull-policy":
+			if !slices.Contains([]string{"IfNotPresent", "Never", "Always"}, v) {
+				err = fmt.Errorf("%q: expected IfNotPresent, Never or Always", v)
+			}
+			o.pullPolicy = v
+		case "collector-image":
+			o.collectorImage = v
+		case "cpu":
+			o.cpu, err = resource.ParseQuantity(v)
+		case "memory":
+			o.memory, err = resource.ParseQuantity(v)
+		case "memory-limit":
+			o.memoryLimit, err = resource.ParseQuantity(v)
+		case "grace":
+			var d time.Duration
+			if d, err = time.ParseDuration(v); err == nil {
+				o.grace = int64(d.Round(time.Second) / time.Second)
+			}
+		case "qps":
+			var f float64
+			f, err = strconv.ParseFloat(v, 32)
+			o.qps = float32(f)
+		case "burst":
+			o.burst, err = strconv.Atoi(v)
+		default:
+			err = fmt.Errorf("unknown option%s; the kubernetes backend reads %s", manifestHint(k), strings.Join(optionKeys, ", "))
+		}
+		if err != nil {
+			return o, fmt.Errorf("options.%s: %w", k, err)
+		}
+	}
+	return o, nil
+}
+
+func manifestHint(k string) string {
+	for _, o := range optionKeys {
+		if strings.EqualFold(strings.ReplaceAll(o, "-", ""), strings.ReplaceAll(k, "_", "")) {
+			return fmt.Sprintf(" (did you mean %q?)", o)
+		}
+	}
+	return ""
+}
+
+// check reports an adapter's options this backend cannot read.
+func check(a *adapter.Adapter) []adapter.BackendProblem {
+	if _, err := parseOptions(a.Options); err != nil {
+		field, msg, _ := strings.Cut(err.Error(), ": ")
+		return []adapter.BackendProblem{{Field: field, Msg: msg}}
+	}
+	return nil
+}
+
+// restConfig is the client configuration: options.kubeconfig, else
+// $KUBECONFIG from the harness's environment, else the in-cluster config,
+// else ~/.kube/config.
+func restConfig(o options, hostEnv []string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	switch {
+	case o.kubeconfig != "":
+		rules.ExplicitPath = o.kubeconfig
+	case envvar.Get(hostEnv, "KUBECONFIG") != "":
+		rules.Precedence = strings.Split(envvar.Get(hostEnv, "KUBECONFIG"), ":")
+	default:
+		if c, err := rest.InClusterConfig(); err == nil {
+			return c, nil
+		}
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster to talk to (options.kubeconfig, $KUBECONFIG, in-cluster config, ~/.kube/config): %w", err)
+	}
+	return cfg, nil
+}
+
+// newClient makes a client with the rate limits of o: client-go's
+// defaults (5 requests a second) would make a fault on many pods crawl.
+func newClient(o options, hostEnv []string) (*kubernetes.Clientset, *rest.Config, error) {
+	cfg, err := restConfig(o, hostEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "chaos"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cs, cfg, nil
+}
+
+// serverVersion asks the API server its version, giving up after 15 s
+// (the client's own requests have no timeout, for its watches).
+func serverVersion(cfg *rest.Config) (string, error) {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = 15 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return "", err
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return "", err
+	}
+	return v.GitVersion, nil
+}
+
+// dnsName makes s a DNS-1123 label: lower case, dashes, at most 63.
+func dnsName(parts ...string) string {
+	s := strings.ToLower(strings.Join(parts, "-"))
+	s = invalidDNS.ReplaceAllString(s, "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 63 {
+		s = strings.TrimRight(s[:63], "-")
+	}
+	return s
+}
+
+var invalidDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// labelValue makes s a valid label value.
+func labelValue(s string) string {
+	s = invalidLabel.ReplaceAllString(s, "_")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return strings.Trim(s, "_.-")
+}
+
+var invalidLabel = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)

@@ -1,0 +1,398 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// Preflight checks that the API server answers, that the harness may do
+// what the run needs in its namespace, that a node is ready, and that the
+// run's images are on a node (or may be pulled).
+func (b *Backend) Preflight(ctx context.Context) []backend.Check {
+	if b.cs == nil || b.version == "" {
+		detail := "no cluster"
+		if b.err != nil {
+			detail = b.err.Error()
+		}
+		return []backend.Check{{Name: "kubernetes-api-reachable", Detail: detail}}
+	}
+	how := "made by the run"
+	if !b.ownNS {
+		how = "named by the adapter"
+	}
+	out := []backend.Check{{Name: "kubernetes-api-reachable", OK: true, Detail: fmt.Sprintf("Kubernetes %s at %s; namespace %s, %s", b.version, b.cfg.Host, b.ns, how)}}
+	if b.err != nil {
+		return append(out, backend.Check{Name: "kubernetes-watch", Detail: b.err.Error()})
+	}
+	out = append(out, b.permissions(ctx), b.nodeReady(ctx))
+	for _, img := range b.imagesUsed() {
+		out = append(out, b.imagePresent(ctx, img))
+	}
+	return out
+}
+
+// permissions asks the API server, with SelfSubjectAccessReviews, whether
+// the harness may do everything a run does.
+func (b *Backend) permissions(ctx context.Context) backend.Check {
+	type need struct{ verb, group, resource, sub string }
+	needs := []need{
+		{"create", "", "pods", ""}, {"delete", "", "pods", ""}, {"list", "", "pods", ""}, {"watch", "", "pods", ""},
+		{"create", "", "pods", "exec"}, {"get", "", "pods", "log"},
+		{"create", "", "configmaps", ""}, {"delete", "", "configmaps", ""},
+		{"list", "", "events", ""}, {"watch", "", "events", ""},
+		{"update", "apps", "deployments", "scale"}, {"update", "apps", "statefulsets", "scale"},
+	}
+	var missing []string
+	for _, n := range needs {
+		r := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
+			Namespace: b.ns, Verb: n.verb, Group: n.group, Resource: n.resource, Subresource: n.sub}}}
+		res, err := b.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
+		what := n.verb + " " + n.resource
+		if n.sub != "" {
+			what += "/" + n.sub
+		}
+		if err != nil {
+			return backend.Check{Name: "kubernetes-permissions", Detail: fmt.Sprintf("asking whether it may %s: %v", what, err)}
+		}
+		if !res.Status.Allowed {
+			missing = append(missing, what)
+		}
+	}
+	if len(missing) > 0 {
+		return backend.Check{Name: "kubernetes-permissions", Detail: fmt.Sprintf("not allowed in namespace %s: %s (docs/kubernetes.md has a Role with everything a run needs)", b.ns, strings.Join(missing, ", "))}
+	}
+	return backend.Check{Name: "kubernetes-permissions", OK: true, Detail: fmt.Sprintf("may create, exec into, log, watch and delete pods, and scale controllers, in %s", b.ns)}
+}
+
+// nodeReady checks that some node is Ready and schedulable.
+func (b *Backend) nodeReady(ctx context.Context) backend.Check {
+	nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		if apierrors.IsForbidden(err) {
+			return backend.Check{Name: "kubernetes-node-ready", OK: true, Detail: "not checked: the harness may not list nodes"}
+		}
+		return backend.Check{Name: "kubernetes-node-ready", Detail: err.Error()}
+	}
+	var ready []string
+	for _, n := range nodes.Items {
+		if n.Spec.Unschedulable {
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = append(ready, n.Name)
+			}
+		}
+	}
+	if len(ready) == 0 {
+		return backend.Check{Name: "kubernetes-node-ready", Detail: fmt.Sprintf("none of the %d nodes is Ready and schedulable", len(nodes.Items))}
+	}
+	return backend.Check{Name: "kubernetes-node-ready", OK: true, Detail: fmt.Sprintf("%d of %d nodes Ready: %s", len(ready), len(nodes.Items), strings.Join(ready, ", "))}
+}
+
+// imagesUsed lists the images the run's pods will run.
+func (b *Backend) imagesUsed() []string {
+	a, x := b.run.Adapter, b.run.Experiment
+	if a.Instance.HasHooks() {
+		return nil
+	}
+	set := map[string]bool{}
+	def := DefaultImage
+	if a.Instance != nil && a.Instance.Image != "" {
+		def = b.run.Expand(a.Instance.Image)
+	}
+	for _, w := range x.Workloads {
+		if w.Image != "" {
+			set[b.run.Expand(w.Image)] = true
+		} else {
+			set[def] = true
+		}
+	}
+	if b.opts.collectorImage != "" {
+		set[b.opts.collectorImage] = true
+	}
+	for _, r := range a.Roles {
+		if r.Image != "" {
+			set[b.run.Expand(r.Image)] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// normalImage is an image reference as a node lists it.
+func normalImage(ref string) string {
+	name, tag := ref, ""
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		name, tag = ref[:i], ref[i:]
+	}
+	if tag == "" && !strings.Contains(ref, "@") {
+		tag = ":latest"
+	}
+	first, _, found := strings.Cut(name, "/")
+	switch {
+	case !found:
+		name = "docker.io/library/" + name
+	case !strings.ContainsAny(first, ".:") && first != "localhost":
+		name = "docker.io/" + name
+	}
+	return name + tag
+}
+
+// imagePresent checks an image is on some node: with image-pull-policy
+// Never it must be; otherwise the kubelet may pull it.
+func (b *Backend) imagePresent(ctx context.Context, ref string) backend.Check {
+	name := "kubernetes-image-present:" + ref
+	nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return backend.Check{Name: name, OK: true, Detail: "not checked: " + err.Error()}
+	}
+	want := normalImage(ref)
+	var on []string
+	for _, n := range nodes.Items {
+		for _, img := range n.Status.Images {
+			if slices.Contains(img.Names, want) || slices.Contains(img.Names, ref) {
+				on = append(on, n.Name)
+				break
+			}
+		}
+	}
+	switch {
+	case len(on) > 0:
+		return backend.Check{Name: name, OK: true, Detail: "on " + strings.Join(on, ", ")}
+	case b.opts.pullPolicy == "Never":
+		return backend.Check{Name: name, Detail: fmt.Sprintf("image %s is on no node and image-pull-policy is Never: import it into the nodes' runtime (for the test cluster: scripts/k8s/cluster.sh; elsewhere ctr -n k8s.io images import)", ref)}
+	}
+	return backend.Check{Name: name, OK: true, Detail: "on no node yet: the kubelet will pull it"}
+}
+
+// capturedPod is one entry of system/pods.json.
+type capturedPod struct {
+	Name      string            `json:"name"`
+	Namespace string            `json:"namespace"`
+	Owned     bool              `json:"owned"`
+	Target    string            `json:"target,omitempty"`
+	Instance  string            `json:"instance,omitempty"`
+	Phase     string            `json:"phase"`
+	Ready     bool              `json:"ready"`
+	Restarts  int32             `json:"restarts"`
+	Waiting   []string          `json:"waiting,omitempty"`
+	Labels    map[string]string `json:"labels"`
+}
+
+// Capture writes system/pods.json: every pod of the run still there, and
+// every pod that matches a named pod target, with its phase, readiness,
+// restarts and the reasons its containers wait (CrashLoopBackOff). An
+// adapter check reads it: no pod with "owned": true means nothing leaked.
+func (b *Backend) Capture(ctx context.Context, systemDir string) error {
+	if b.cs == nil || b.ns == "" {
+		return nil
+	}
+	out := []capturedPod{}
+	seen := map[string]bool{}
+	add := func(p corev1.Pod, target string) {
+		if seen[p.Name] {
+			return
+		}
+		seen[p.Name] = true
+		c := capturedPod{Name: p.Name, Namespace: p.Namespace, Owned: p.Labels[LabelRun] == b.run.ID, Target: target, Instance: p.Labels[LabelInstance],
+			Phase: string(p.Status.Phase), Ready: podReady(&p), Labels: p.Labels}
+		for _, st := range p.Status.ContainerStatuses {
+			c.Restarts += st.RestartCount
+			if st.State.Waiting != nil && st.State.Waiting.Reason != "" {
+				c.Waiting = append(c.Waiting, st.Name+": "+st.State.Waiting.Reason)
+			}
+		}
+		out = append(out, c)
+	}
+	pods, err := b.runPods(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		add(p, "")
+	}
+	for _, name := range b.run.Adapter.TargetNames() {
+		t := b.run.Adapter.Target(name)
+		if t.Type != adapter.TypePod || len(t.Labels) == 0 {
+			continue
+		}
+		list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.Labels)})
+		if err != nil {
+			return err
+		}
+		for _, p := range list.Items {
+			add(p, name)
+		}
+	}
+	slices.SortFunc(out, func(a, c capturedPod) int { return cmpString(a.Name, c.Name) })
+	if err := os.MkdirAll(systemDir, 0o755); err != nil {
+		return err
+	}
+	return rundir.WriteJSON(filepath.Join(systemDir, "pods.json"), out)
+}
+
+// Sweep removes what is left of the run in its namespace: its pods,
+// ConfigMaps and controllers, and the namespace itself when the run made
+// it. What cannot be removed is an error.
+func (b *Backend) Sweep(ctx context.Context) error {
+	if b.cs == nil || b.ns == "" {
+		return nil
+	}
+	var errs []error
+	var removed []string
+	sel := metav1.ListOptions{LabelSelector: LabelRun + "=" + b.run.ID}
+	apps := b.cs.AppsV1()
+	if ds, err := apps.Deployments(b.ns).List(ctx, sel); err == nil {
+		for _, d := range ds.Items {
+			errs = append(errs, b.deleteController(ctx, controllerRef{"Deployment", d.Name}))
+			removed = append(removed, "deployment/"+d.Name)
+		}
+	}
+	if ss, err := apps.StatefulSets(b.ns).List(ctx, sel); err == nil {
+		for _, s := range ss.Items {
+			errs = append(errs, b.deleteController(ctx, controllerRef{"StatefulSet", s.Name}))
+			removed = append(removed, "statefulset/"+s.Name)
+		}
+	}
+	pods, err := b.runPods(ctx, nil)
+	errs = append(errs, err)
+	for _, p := range pods {
+		errs = append(errs, b.deletePod(ctx, p.Name, 0))
+		removed = append(removed, "pod/"+p.Name)
+	}
+	if cms, err := b.cs.CoreV1().ConfigMaps(b.ns).List(ctx, sel); err == nil {
+		for _, cm := range cms.Items {
+			if err := b.cs.CoreV1().ConfigMaps(b.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if b.ownNS {
+		errs = append(errs, b.deleteNamespace(ctx))
+		removed = append(removed, "namespace/"+b.ns)
+	}
+	if len(removed) > 0 {
+		b.run.Record("kubernetes.swept", rundir.F("namespace", b.ns), rundir.F("objects", removed))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("removing what is left of the run in namespace %s: %w", b.ns, err)
+	}
+	return nil
+}
+
+// cleanup removes what an interrupted run left on the cluster: namespaces,
+// pods, ConfigMaps and controllers labelled with its run id (or, with no
+// run id, of every run whose harness is gone). A cluster that cannot be
+// reached has nothing of a run to remove.
+func cleanup(ctx context.Context, c backend.Cleanup) error {
+	cs, cfg, err := newClient(options{qps: 50, burst: 100}, c.Env)
+	if err != nil {
+		return nil
+	}
+	if _, err := serverVersion(cfg); err != nil {
+		return nil
+	}
+	sel := LabelRun
+	if c.RunID != "" {
+		sel = LabelRun + "=" + c.RunID
+	}
+	eligible := func(m metav1.ObjectMeta) bool {
+		run := m.Labels[LabelRun]
+		if run == "" {
+			return false
+		}
+		if c.RunID != "" {
+			return run == c.RunID
+		}
+		pid, _ := strconv.Atoi(m.Annotations[AnnotationPid])
+		alive, known := backend.Owner{Pid: pid, PidStart: m.Annotations[AnnotationPidStart], PidNS: m.Annotations[AnnotationPidNS], Host: m.Annotations[AnnotationHost]}.Alive()
+		return known && !alive
+	}
+	verb := "deleted"
+	if c.DryRun {
+		verb = "would delete"
+	}
+	var errs []error
+	act := func(what string, del func() error) {
+		if !c.DryRun {
+			if err := del(); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting %s: %w", what, err))
+				return
+			}
+		}
+		c.Found(verb + " " + what)
+	}
+	zero := int64(0)
+	lo := metav1.ListOptions{LabelSelector: sel}
+	nss, err := cs.CoreV1().Namespaces().List(ctx, lo)
+	if err != nil {
+		return err
+	}
+	gone := map[string]bool{}
+	for _, ns := range nss.Items {
+		if eligible(ns.ObjectMeta) {
+			gone[ns.Name] = true
+			act("namespace "+ns.Name, func() error {
+				return cs.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ns.UID}})
+			})
+		}
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, lo)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if !gone[p.Namespace] && eligible(p.ObjectMeta) {
+			act("pod "+p.Namespace+"/"+p.Name, func() error {
+				return cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+			})
+		}
+	}
+	fg := metav1.DeletePropagationForeground
+	if ds, err := cs.AppsV1().Deployments("").List(ctx, lo); err == nil {
+		for _, d := range ds.Items {
+			if !gone[d.Namespace] && eligible(d.ObjectMeta) {
+				act("deployment "+d.Namespace+"/"+d.Name, func() error {
+					return cs.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &d.UID}})
+				})
+			}
+		}
+	}
+	if ss, err := cs.AppsV1().StatefulSets("").List(ctx, lo); err == nil {
+		for _, st := range ss.Items {
+			if !gone[st.Namespace] && eligible(st.ObjectMeta) {
+				act("statefulset "+st.Namespace+"/"+st.Name, func() error {
+					return cs.AppsV1().StatefulSets(st.Namespace).Delete(ctx, st.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &st.UID}})
+				})
+			}
+		}
+	}
+	cms, err := cs.CoreV1().ConfigMaps("").List(ctx, lo)
+	if err != nil {
+		return err
+	}
+	for _, cm := range cms.Items {
+		if !gone[cm.Namespace] && eligible(cm.ObjectMeta) {
+			act("configmap "+cm.Namespace+"/"+cm.Name, func() error {
+				return cs.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+			})
+		}
+	}
+	return errors.Join(errs...)
+}

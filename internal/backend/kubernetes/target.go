@@ -1,0 +1,570 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// podTarget is a named target of type pod: the run's pods in the run's
+// namespace that carry every one of its labels. A target the run starts
+// must label its pods chaos.run=$CHAOS_RUN_ID, or the harness will not
+// touch them.
+type podTarget struct {
+	b    *Backend
+	name string
+	spec *adapter.Target
+
+	mu sync.Mutex
+	// held are the controllers an outage scaled to zero, by kind/name,
+	// with the replicas they had.
+	held map[string]*hold
+}
+
+type hold struct {
+	ref      controllerRef
+	replicas int32
+	users    int
+}
+
+func (t *podTarget) selector() map[string]string { return maps.Clone(t.spec.Labels) }
+
+func (t *podTarget) healthTimeout() time.Duration {
+	if t.spec.HealthTimeout > 0 {
+		return t.spec.HealthTimeout.D()
+	}
+	return 120 * time.Second
+}
+
+// Handles returns one handle per matching pod of the run.
+func (t *podTarget) Handles(ctx context.Context) ([]backend.Handle, error) {
+	if t.b.err != nil {
+		return nil, t.b.err
+	}
+	pods, err := t.b.runPods(ctx, t.selector())
+	if err != nil {
+		return nil, err
+	}
+	var out []backend.Handle
+	for i := range pods {
+		if pods[i].DeletionTimestamp != nil {
+			continue
+		}
+		out = append(out, &podHandle{b: t.b, t: t, name: pods[i].Name, pod: pods[i].Name, uid: string(pods[i].UID), container: t.spec.Container})
+	}
+	if len(out) == 0 {
+		return nil, t.b.noMatch(ctx, t.name, t.selector())
+	}
+	return out, nil
+}
+
+// noMatch explains why no pod of the run matches: none at all, or only
+// pods without the run's label, which the harness never touches.
+func (b *Backend) noMatch(ctx context.Context, what string, sel map[string]string) error {
+	all, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(sel)})
+	if err == nil && len(all.Items) > 0 {
+		return fmt.Errorf("no pod of this run matches %s (labels %v); %d other pod(s) in namespace %s do but lack chaos.run=%s, and the harness never acts on those (a target's start hook must label what it starts with chaos.run=$CHAOS_RUN_ID)", what, sel, len(all.Items), b.ns, b.run.ID)
+	}
+	return fmt.Errorf("no pod in namespace %s matches %s (labels %v)", b.ns, what, sel)
+}
+
+func labelsString(m map[string]string) string {
+	s := ""
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if s != "" {
+			s += ","
+		}
+		s += k + "=" + m[k]
+	}
+	return s
+}
+
+// Start runs the start hook of a target the run owns, then waits until a
+// pod of the run matches and is ready, and, with a health hook, healthy.
+func (t *podTarget) Start(ctx context.Context) error {
+	if t.b.err != nil {
+		return t.b.err
+	}
+	if _, err := t.b.run.RunHook(ctx, backend.TargetHook{Target: t.name, Owned: true, Which: "start", Script: t.spec.Start}); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.healthTimeout())
+	defer cancel()
+	for {
+		pods, err := t.b.runPods(ctx, t.selector())
+		var ready []string
+		for _, p := range pods {
+			if podReady(&p) {
+				ready = append(ready, p.Name)
+			}
+		}
+		if err == nil && len(ready) > 0 && (t.spec.Health == "" || t.healthy(ctx)) {
+			t.b.run.Record("target.started", rundir.F("target", t.name), rundir.F("ids", ready))
+			return nil
+		}
+		if err := backend.Sleep(ctx, 200*time.Millisecond); err != nil {
+			if len(pods) == 0 {
+				return fmt.Errorf("target %s: %w", t.name, t.b.noMatch(context.Background(), t.name, t.selector()))
+			}
+			return fmt.Errorf("target %s not ready within %s", t.name, t.healthTimeout())
+		}
+	}
+}
+
+func (t *podTarget) healthy(ctx context.Context) bool {
+	_, err := t.b.run.RunHook(ctx, backend.TargetHook{Target: t.name, Owned: t.spec.Lifecycle == "run", Which: "health", Script: t.spec.Health, Timeout: 10 * time.Second, Quiet: true})
+	return err == nil
+}
+
+// Stop stops a target the run owns with its stop hook, else by deleting
+// the controllers of the run that own its pods, and its pods.
+func (t *podTarget) Stop(ctx context.Context) error {
+	if t.spec.Stop != "" {
+		_, err := t.b.run.RunHook(ctx, backend.TargetHook{Target: t.name, Owned: true, Which: "stop", Script: t.spec.Stop})
+		return err
+	}
+	pods, err := t.b.runPods(ctx, t.selector())
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range pods {
+		if ref, ok, err := t.b.controllerOf(ctx, &p); err == nil && ok {
+			errs = append(errs, t.b.deleteController(ctx, ref))
+		}
+		errs = append(errs, t.b.deletePod(ctx, p.Name, 0))
+	}
+	return errors.Join(errs...)
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podHandle is one pod faults act on: of a named target, or a role found
+// by labels. Taken down, it is deleted, and its controller's replacement
+// becomes the handle; held down (an outage), its controller is scaled to
+// zero; restarted in place, its container is killed and kubelet restarts
+// it.
+type podHandle struct {
+	b *Backend
+	t *podTarget // nil for a role
+	// name is what the timeline calls it.
+	name string
+	// container is the container a restart in place kills ("" the first).
+	container string
+	// roleSel finds a role's pods (for a role; a target has its own).
+	roleSel map[string]string
+
+	mu  sync.Mutex
+	pod string
+	uid string
+	// gone are pods taken down, so a replacement is never one of them.
+	gone []string
+	// inPlace is the container id and restart count a restart in place
+	// started from; held is the controller an outage scaled down.
+	inPlace  *inPlaceDown
+	held     string
+	deleted  bool
+	replaced bool
+}
+
+type inPlaceDown struct {
+	container string
+	restarts  int32
+}
+
+func (h *podHandle) Name() string { return h.name }
+
+// ID is the pod's name now.
+func (h *podHandle) ID() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pod
+}
+
+func (h *podHandle) current() (pod, uid string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pod, h.uid
+}
+
+// Down deletes the pod (with the grace, or none), scales its controller to
+// zero (Hold), or kills its container in place (InPlace), and returns once
+// the pod, or the container, is gone.
+func (h *podHandle) Down(ctx context.Context, d backend.Down) error {
+	pod, uid := h.current()
+	p, err := h.b.podOf(ctx, pod)
+	if err != nil {
+		return err
+	}
+	if string(p.UID) != uid {
+		return fmt.Errorf("pod %s was replaced since it was selected", pod)
+	}
+	switch {
+	case d.InPlace:
+		return h.downInPlace(ctx, p, d)
+	case d.Hold:
+		ref, ok, err := h.b.controllerOf(ctx, p)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("pod %s has no controller to scale down for an outage", pod)
+		}
+		if err := h.scaleDown(ctx, ref); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		h.held = ref.key()
+		h.mu.Unlock()
+	default:
+		grace := int64(d.Grace.Round(time.Second) / time.Second)
+		if err := h.b.deletePod(ctx, pod, grace); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	h.gone = append(h.gone, uid)
+	h.deleted = true
+	h.mu.Unlock()
+	return h.b.waitPodGone(ctx, pod, uid)
+}
+
+// downInPlace kills the pod's container from inside the pod: only
+// possible where its containers share a process namespace (a container
+// cannot SIGKILL its own namespace's init).
+func (h *podHandle) downInPlace(ctx context.Context, p *corev1.Pod, d backend.Down) error {
+	if p.Spec.ShareProcessNamespace == nil || !*p.Spec.ShareProcessNamespace {
+		return fmt.Errorf("pod %s does not share its process namespace (spec.shareProcessNamespace), so its main process cannot be killed from inside it; restart-in-place needs it", p.Name)
+	}
+	if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
+		return fmt.Errorf("pod %s: restartPolicy Never: %w", p.Name, backend.ErrUnsupported)
+	}
+	name := h.container
+	if name == "" {
+		name = p.Spec.Containers[0].Name
+	}
+	st := containerStatus(p, name)
+	if st == nil || st.State.Running == nil {
+		return fmt.Errorf("container %s of pod %s is not running", name, p.Name)
+	}
+	h.mu.Lock()
+	h.inPlace = &inPlaceDown{container: name, restarts: st.RestartCount}
+	h.mu.Unlock()
+	sig := "KILL"
+	if d.Grace > 0 {
+		sig = "TERM"
+	}
+	if _, err := h.b.signalContainer(ctx, p.Name, name, st.ContainerID, sig); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(max(d.Grace, 30*time.Second))
+	termEnds := time.Now().Add(d.Grace)
+	for {
+		q, err := h.b.podOf(ctx, p.Name)
+		if err != nil {
+			return err
+		}
+		if s := containerStatus(q, name); s != nil && (s.RestartCount > st.RestartCount || s.ContainerID != st.ContainerID || s.State.Running == nil) {
+			return nil
+		}
+		if sig == "TERM" && time.Now().After(termEnds) {
+			sig = "KILL"
+			if _, err := h.b.signalContainer(ctx, p.Name, name, st.ContainerID, sig); err != nil {
+				return err
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("container %s of pod %s did not stop", name, p.Name)
+		}
+		if err := backend.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// Up brings it back: kubelet's restart of the container (in place), the
+// controller scaled back (held), or the controller's replacement pod.
+func (h *podHandle) Up(ctx context.Context) error {
+	h.mu.Lock()
+	in, held := h.inPlace, h.held
+	h.inPlace, h.held = nil, ""
+	pod := h.pod
+	h.mu.Unlock()
+	if in != nil {
+		ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+		defer cancel()
+		for {
+			p, err := h.b.podOf(ctx, pod)
+			if err != nil {
+				return err
+			}
+			if s := containerStatus(p, in.container); s != nil && s.RestartCount > in.restarts && s.State.Running != nil {
+				return nil
+			}
+			if err := backend.Sleep(ctx, 200*time.Millisecond); err != nil {
+				return fmt.Errorf("waiting for kubelet to restart %s/%s: %w", pod, in.container, err)
+			}
+		}
+	}
+	if held != "" {
+		if err := h.scaleUp(ctx, held); err != nil {
+			return err
+		}
+	}
+	return h.awaitReplacement(ctx)
+}
+
+// awaitReplacement waits for a running pod that matches the handle's
+// selector and is none of those taken down, and makes it the handle.
+func (h *podHandle) awaitReplacement(ctx context.Context) error {
+	sel := h.selector()
+	h.mu.Lock()
+	gone := slices.Clone(h.gone)
+	h.mu.Unlock()
+	limit := 120 * time.Second
+	if h.t != nil {
+		limit = h.t.healthTimeout()
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		pods, err := h.b.runPods(ctx, sel)
+		if err == nil {
+			for _, p := range pods {
+				if p.DeletionTimestamp == nil && !slices.Contains(gone, string(p.UID)) && p.Status.Phase == corev1.PodRunning {
+					h.mu.Lock()
+					h.pod, h.uid, h.replaced = p.Name, string(p.UID), true
+					h.mu.Unlock()
+					return nil
+				}
+			}
+		}
+		if err := backend.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("no pod replaced %s within %s (does a controller own it?): %w", h.name, limit, backend.ErrGone)
+		}
+	}
+}
+
+func (h *podHandle) selector() map[string]string {
+	if h.t != nil {
+		return h.t.selector()
+	}
+	return h.roleSel
+}
+
+// Ready waits until the pod (the replacement) is ready.
+func (h *podHandle) Ready(ctx context.Context) error {
+	limit := 120 * time.Second
+	if h.t != nil {
+		limit = h.t.healthTimeout()
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		pod, _ := h.current()
+		p, err := h.b.podOf(ctx, pod)
+		if err == nil && podReady(p) && (h.t == nil || h.t.spec.Health == "" || h.t.healthy(ctx)) {
+			return nil
+		}
+		if err := backend.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return fmt.Errorf("pod %s not ready within %s", pod, limit)
+		}
+	}
+}
+
+// Freeze and Thaw: Kubernetes cannot pause a pod.
+func (h *podHandle) Freeze(ctx context.Context) error { return backend.ErrUnsupported }
+func (h *podHandle) Thaw(ctx context.Context) error   { return backend.ErrUnsupported }
+
+// scaleDown scales a controller to zero, once however many of its pods an
+// outage takes down, remembering its replicas.
+func (h *podHandle) scaleDown(ctx context.Context, ref controllerRef) error {
+	t := h.t
+	if t == nil {
+		return fmt.Errorf("%s is not a named target: an outage needs a controller to scale", h.name)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if hd := t.held[ref.key()]; hd != nil {
+		hd.users++
+		return nil
+	}
+	n, err := h.b.scale(ctx, ref, 0)
+	if err != nil {
+		return err
+	}
+	t.held[ref.key()] = &hold{ref: ref, replicas: n, users: 1}
+	h.b.run.Record("controller.scaled", rundir.F("target", t.name), rundir.F("controller", ref.key()), rundir.F("replicas", 0), rundir.F("was", n))
+	return nil
+}
+
+// scaleUp gives a controller back its replicas once the last outage that
+// held it is over.
+func (h *podHandle) scaleUp(ctx context.Context, key string) error {
+	t := h.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hd := t.held[key]
+	if hd == nil {
+		return nil
+	}
+	if hd.users--; hd.users > 0 {
+		return nil
+	}
+	delete(t.held, key)
+	if _, err := h.b.scale(ctx, hd.ref, hd.replicas); err != nil {
+		return err
+	}
+	h.b.run.Record("controller.scaled", rundir.F("target", t.name), rundir.F("controller", key), rundir.F("replicas", hd.replicas))
+	return nil
+}
+
+// controllerRef names the controller that keeps a pod's replicas: a
+// Deployment (through its ReplicaSet), a ReplicaSet or a StatefulSet.
+type controllerRef struct {
+	kind, name string
+}
+
+func (r controllerRef) key() string { return r.kind + "/" + r.name }
+
+// controllerOf follows a pod's owner references to the controller that
+// scales it.
+func (b *Backend) controllerOf(ctx context.Context, p *corev1.Pod) (controllerRef, bool, error) {
+	owner := metav1.GetControllerOf(p)
+	if owner == nil {
+		return controllerRef{}, false, nil
+	}
+	switch owner.Kind {
+	case "ReplicaSet":
+		rs, err := b.cs.AppsV1().ReplicaSets(b.ns).Get(ctx, owner.Name, metav1.GetOptions{})
+		if err != nil {
+			return controllerRef{}, false, err
+		}
+		if d := metav1.GetControllerOf(rs); d != nil && d.Kind == "Deployment" {
+			return controllerRef{"Deployment", d.Name}, true, nil
+		}
+		return controllerRef{"ReplicaSet", rs.Name}, true, nil
+	case "StatefulSet":
+		return controllerRef{"StatefulSet", owner.Name}, true, nil
+	}
+	return controllerRef{}, false, nil
+}
+
+// scale sets a controller's replicas through its scale subresource, after
+// checking it carries the run's label, and returns the replicas it had.
+func (b *Backend) scale(ctx context.Context, ref controllerRef, replicas int32) (int32, error) {
+	var labels map[string]string
+	var get func() (*autoscalingv1.Scale, error)
+	var update func(*autoscalingv1.Scale) error
+	apps := b.cs.AppsV1()
+	switch ref.kind {
+	case "Deployment":
+		d, err := apps.Deployments(b.ns).Get(ctx, ref.name, metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		labels = d.Labels
+		get = func() (*autoscalingv1.Scale, error) { return apps.Deployments(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{}) }
+		update = func(s *autoscalingv1.Scale) error {
+			_, err := apps.Deployments(b.ns).UpdateScale(ctx, ref.name, s, metav1.UpdateOptions{})
+			return err
+		}
+	case "ReplicaSet":
+		r, err := apps.ReplicaSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		labels = r.Labels
+		get = func() (*autoscalingv1.Scale, error) { return apps.ReplicaSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{}) }
+		update = func(s *autoscalingv1.Scale) error {
+			_, err := apps.ReplicaSets(b.ns).UpdateScale(ctx, ref.name, s, metav1.UpdateOptions{})
+			return err
+		}
+	case "StatefulSet":
+		s, err := apps.StatefulSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{})
+		if err != nil {
+			return 0, err
+		}
+		labels = s.Labels
+		get = func() (*autoscalingv1.Scale, error) { return apps.StatefulSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{}) }
+		update = func(sc *autoscalingv1.Scale) error {
+			_, err := apps.StatefulSets(b.ns).UpdateScale(ctx, ref.name, sc, metav1.UpdateOptions{})
+			return err
+		}
+	default:
+		return 0, fmt.Errorf("cannot scale a %s", ref.kind)
+	}
+	if labels[LabelRun] != b.run.ID {
+		return 0, fmt.Errorf("%s: %w", ref.key(), errNotOurs)
+	}
+	sc, err := get()
+	if err != nil {
+		return 0, err
+	}
+	was := sc.Spec.Replicas
+	sc.Spec.Replicas = replicas
+	if err := update(sc); err != nil {
+		return 0, fmt.Errorf("scaling %s to %d: %w", ref.key(), replicas, err)
+	}
+	return was, nil
+}
+
+// deleteController deletes a controller of the run, with its pods.
+func (b *Backend) deleteController(ctx context.Context, ref controllerRef) error {
+	fg := metav1.DeletePropagationForeground
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
+	var err error
+	switch ref.kind {
+	case "Deployment":
+		var d interface{ GetLabels() map[string]string }
+		if d, err = b.cs.AppsV1().Deployments(b.ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
+			if d.GetLabels()[LabelRun] != b.run.ID {
+				return fmt.Errorf("%s: %w", ref.key(), errNotOurs)
+			}
+			err = b.cs.AppsV1().Deployments(b.ns).Delete(ctx, ref.name, opts)
+		}
+	case "ReplicaSet":
+		var r interface{ GetLabels() map[string]string }
+		if r, err = b.cs.AppsV1().ReplicaSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
+			if r.GetLabels()[LabelRun] != b.run.ID {
+				return fmt.Errorf("%s: %w", ref.key(), errNotOurs)
+			}
+			err = b.cs.AppsV1().ReplicaSets(b.ns).Delete(ctx, ref.name, opts)
+		}
+	case "StatefulSet":
+		var s interface{ GetLabels() map[string]string }
+		if s, err = b.cs.AppsV1().StatefulSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
+			if s.GetLabels()[LabelRun] != b.run.ID {
+				return fmt.Errorf("%s: %w", ref.key(), errNotOurs)
+			}
+			err = b.cs.AppsV1().StatefulSets(b.ns).Delete(ctx, ref.name, opts)
+		}
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
