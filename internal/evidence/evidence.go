@@ -74,7 +74,7 @@ func Write(w io.Writer, r *runview.Run) error {
 		for _, img := range slices.Sorted(maps.Keys(m.Images)) {
 			fmt.Fprintf(w, "- image `%s`: `%s`\n", img, m.Images[img])
 		}
-		fmt.Fprintf(w, "- started: %s\n\nReplay (the same seed makes the same choices):\n\n```sh\n%s\n```\n", m.Started.UTC().Format("2006-01-02 15:04:05 UTC"), m.Replay)
+		fmt.Fprintf(w, "- started: %s\n\nReplay (the same seed makes the same choices):\n\n```sh\n%s\n```\n", m.Started.UTC().Format("2006-01-02 15:04:05 UTC"), m.ReplayLine())
 	}
 	if v := r.Verdict; v != nil {
 		var bad []string

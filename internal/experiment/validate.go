@@ -11,8 +11,7 @@ import (
 )
 
 var (
-	namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
-	envPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// instancePattern matches an instance name such as counter-2.
 	instancePattern = regexp.MustCompile(`^(.+)-([0-9]+)$`)
 )
@@ -34,7 +33,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 	switch {
 	case x.ID == "":
 		d.Problem("id", "missing; every experiment needs an id")
-	case !namePattern.MatchString(x.ID):
+	case !manifest.ValidName(x.ID):
 		d.Problem("id", "%q is not a valid id: use lower-case letters, digits, dots, underscores and dashes", x.ID)
 	}
 	if x.Version < 0 {
@@ -140,7 +139,7 @@ func checkName(d *manifest.Decoder, p, name, what string, names map[string]strin
 	switch {
 	case name == "":
 		d.Problem(p, "missing name: every %s needs one", what)
-	case !namePattern.MatchString(name):
+	case !manifest.ValidName(name):
 		d.Problem(p+".name", "%q is not a valid %s name: use lower-case letters, digits, dots, underscores and dashes", name, what)
 	default:
 		if prev, dup := names[name]; dup {
@@ -165,7 +164,7 @@ func validateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) 
 		d.Problem(p, "missing name")
 	case seen[s.Name]:
 		d.Problem(p+".name", "duplicate name %q", s.Name)
-	case !namePattern.MatchString(s.Name):
+	case !manifest.ValidName(s.Name):
 		d.Problem(p+".name", "%q is not a valid name: use lower-case letters, digits, dots, underscores and dashes", s.Name)
 	}
 	seen[s.Name] = true
@@ -185,7 +184,7 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 		d.Problem(p, "missing name")
 	case seen[c.Name]:
 		d.Problem(p+".name", "duplicate check name %q", c.Name)
-	case !namePattern.MatchString(c.Name):
+	case !manifest.ValidName(c.Name):
 		d.Problem(p+".name", "%q is not a valid check name: use lower-case letters, digits, dots, underscores and dashes", c.Name)
 	}
 	seen[c.Name] = true
