@@ -312,7 +312,7 @@ func scanLines(r io.Reader, name string, maxFile int64, maxLine int, fn func(n i
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return fmt.Errorf("%s:%d: a line is longer than %s, the most the harness reads", name, n+1, Size(int64(maxLine)))
+			return &LimitError{fmt.Sprintf("%s:%d: a line is longer than %s, the most the harness reads", name, n+1, Size(int64(maxLine)))}
 		}
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -320,4 +320,24 @@ func scanLines(r io.Reader, name string, maxFile int64, maxLine int, fn func(n i
 		return &TooBigError{Name: name, Size: maxFile + 1, Max: maxFile, What: "files like it"}
 	}
 	return nil
+}
+
+// ScanFile calls fn with each line of a JSON-lines file that is not under
+// a run directory (a runs directory's ledger), within the same limits as
+// Dir.Lines.
+func ScanFile(path string, maxFile, maxLine int, fn func(n int, line []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return scanLines(f, path, int64(maxFile), maxLine, fn)
+}
+
+// IsRefused reports whether err says a file of a run was refused whole:
+// beyond the limits, or leading out of the run directory.
+func IsRefused(err error) bool {
+	var le *LimitError
+	var tb *TooBigError
+	return errors.As(err, &le) || errors.As(err, &tb) || IsEscape(err)
 }

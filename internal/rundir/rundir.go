@@ -145,15 +145,24 @@ type Host struct {
 
 // WriteJSON writes v as indented JSON to path atomically.
 func WriteJSON(path string, v any) error {
+	data, err := MarshalJSON(v)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, data)
+}
+
+// MarshalJSON is v as the run directory's JSON files are written:
+// indented, with <, > and & kept as they are (people read these files too).
+func MarshalJSON(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	// These files are read by people too: keep <, > and & as they are.
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return err
+		return nil, err
 	}
-	return WriteFileAtomic(path, b.Bytes())
+	return b.Bytes(), nil
 }
 
 // ReadJSON reads path (at most limits.MaxJSONBytes) into v. Readers of a

@@ -232,7 +232,7 @@ func checkEvent(e *Event, instances map[string]bool) error {
 			}
 			s, ok := v.(string)
 			if !ok || s != "" && !manifest.ValidName(s) {
-				return fmt.Errorf("event %s: %s %s is not a valid name (%s)", e.Name, k, ValueString(v), manifest.NameRule)
+				return fmt.Errorf("event %s: %s %q is not a valid name (%s)", e.Name, k, ValueString(v), manifest.NameRule)
 			}
 		}
 		if in := e.String("instance"); in != "" && !instances[in] {
