@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,7 +17,7 @@ import (
 
 // Load reads and checks an adapter file.
 func Load(path string) (*Adapter, manifest.Problems) {
-	data, err := os.ReadFile(path)
+	data, err := manifest.ReadFile(path)
 	if err != nil {
 		return nil, manifest.Problems{{File: path, Msg: fmt.Sprintf("cannot read the adapter: %v", err)}}
 	}

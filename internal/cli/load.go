@@ -9,11 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
-	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
@@ -36,18 +36,18 @@ func defaultExperimentsDir(flag string) string {
 // fileKind tells an adapter manifest from an experiment manifest by its top
 // level keys: only adapters have backend.
 func fileKind(path string) (string, error) {
-	data, err := os.ReadFile(path)
+	data, err := manifest.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	var top map[string]any
-	if err := yaml.Unmarshal(data, &top); err != nil {
+	keys, err := manifest.TopLevelKeys(data)
+	if err != nil {
 		return "experiment", nil // let the experiment parser report it
 	}
-	if _, ok := top["backend"]; ok {
+	switch {
+	case slices.Contains(keys, "backend"):
 		return "adapter", nil
-	}
-	if _, ok := top["apiVersion"]; !ok {
+	case !slices.Contains(keys, "apiVersion"):
 		return "other", nil
 	}
 	return "experiment", nil
