@@ -35,7 +35,7 @@ func BenchmarkValidateManyKeys(b *testing.B) {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
 			s := &streams{out: io.Discard, err: io.Discard}
 			for i := 0; i < b.N; i++ {
-				if !validateFile(s, file, "local", "", false) {
+				if !validateFile(s, file, "local", "", false, nil) {
 					b.Fatal("invalid")
 				}
 			}
@@ -55,7 +55,7 @@ func TestValidateIsLinearInKeys(t *testing.T) {
 		best := time.Hour
 		for i := 0; i < 3; i++ {
 			start := time.Now()
-			if !validateFile(s, file, "local", "", false) {
+			if !validateFile(s, file, "local", "", false, nil) {
 				t.Fatal("invalid")
 			}
 			best = min(best, time.Since(start))

@@ -89,3 +89,36 @@ func TestEvaluateDoesNotRunTheRunsShellChecks(t *testing.T) {
 		t.Errorf("with --trust: exit %d\n%s", exit, out)
 	}
 }
+
+// A relative default-adapter is a path from the experiment file's
+// directory, not from the directory chaos runs in.
+func TestDefaultAdapterRelativeToTheExperiment(t *testing.T) {
+	dir := writeTemp(t, map[string]string{
+		"exp/hello.yaml":          "apiVersion: chaos/v1alpha1\nid: hello\ndefault-adapter: ../adapters/mine.yaml\nworkloads:\n  - name: w\n    run: echo\nflow: w\n",
+		"adapters/mine.yaml":      "apiVersion: chaos/v1alpha1\nid: mine\nbackend: process\n",
+		"deep/er/placeholder.x": "",
+	})
+	t.Chdir(filepath.Join(dir, "deep/er"))
+	wantRun(t, 0, "valid    hello on mine\n", "", "validate", filepath.Join(dir, "exp/hello.yaml"))
+	wantRun(t, 0, "valid    hello on mine\n", "", "validate", "../../exp/hello.yaml")
+}
+
+// Two experiment files with one id: validate names both files and calls
+// them invalid; show and list refuse to pick one.
+func TestDuplicateExperimentIDs(t *testing.T) {
+	x := "apiVersion: chaos/v1alpha1\nid: twin\nworkloads:\n  - name: w\n    run: echo\nflow: w\n"
+	dir := writeTemp(t, map[string]string{"a.yaml": x, "b/b.yaml": x})
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b/b.yaml")
+	code, out, _ := chaos(t, "validate", "--dir", dir, "--adapter", "local")
+	if code != 2 || !strings.Contains(out, a+":2:5: id: experiment id \"twin\" is also the id of "+b) || !strings.Contains(out, b+":2:5: id: experiment id \"twin\" is also the id of "+a) {
+		t.Errorf("validate: exit %d\n%s", code, out)
+	}
+	code, out, errs := chaos(t, "show", "--dir", dir, "twin")
+	if code != 2 || out != "" || !strings.Contains(errs, a) || !strings.Contains(errs, b) {
+		t.Errorf("show: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	code, out, errs = chaos(t, "list", "--dir", dir)
+	if code != 2 || strings.Contains(out, "twin") || !strings.Contains(errs, a+" and "+b) {
+		t.Errorf("list: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+}
