@@ -94,8 +94,8 @@ func TestEvaluateDoesNotRunTheRunsShellChecks(t *testing.T) {
 // directory, not from the directory chaos runs in.
 func TestDefaultAdapterRelativeToTheExperiment(t *testing.T) {
 	dir := writeTemp(t, map[string]string{
-		"exp/hello.yaml":          "apiVersion: chaos/v1alpha1\nid: hello\ndefault-adapter: ../adapters/mine.yaml\nworkloads:\n  - name: w\n    run: echo\nflow: w\n",
-		"adapters/mine.yaml":      "apiVersion: chaos/v1alpha1\nid: mine\nbackend: process\n",
+		"exp/hello.yaml":        "apiVersion: chaos/v1alpha1\nid: hello\ndefault-adapter: ../adapters/mine.yaml\nworkloads:\n  - name: w\n    run: echo\nflow: w\n",
+		"adapters/mine.yaml":    "apiVersion: chaos/v1alpha1\nid: mine\nbackend: process\n",
 		"deep/er/placeholder.x": "",
 	})
 	t.Chdir(filepath.Join(dir, "deep/er"))
