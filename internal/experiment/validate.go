@@ -2,9 +2,9 @@ package experiment
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
