@@ -122,3 +122,28 @@ func TestDuplicateExperimentIDs(t *testing.T) {
 		t.Errorf("list: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 }
+
+// Every command that reads a run refuses a timeline time far beyond any
+// run (t = 1e300 once made chaos report grow to 23.7 GB) with an error
+// naming the file and line, instead of sizing anything by it.
+func TestCommandsRefuseAbsurdTimes(t *testing.T) {
+	d := evalRun(t, vt.Code(0), func(r *vt.Run) {
+		r.Raw(`{"t": 1e300, "ts": "2026-10-29T11:26:50.000000Z", "event": "operation.started", "operation": "x", "uses": "kill", "run": 1}`)
+	}, true)
+	for _, args := range [][]string{
+		{"report", d.Root},
+		{"evidence", d.Root},
+		{"share", d.Root},
+		{"export", d.Root},
+		{"dashboard", d.Root},
+		{"evaluate", "--trust", d.Root},
+	} {
+		exit, out, errOut := evalMain(t, args...)
+		if exit != ExitError || !strings.Contains(out+errOut, "timeline.jsonl:") || !strings.Contains(out+errOut, "t = 1e+300") {
+			t.Errorf("chaos %s: exit %d\n%s%s", strings.Join(args, " "), exit, out, errOut)
+		}
+		if len(out) > 1<<20 {
+			t.Errorf("chaos %s printed %d bytes", args[0], len(out))
+		}
+	}
+}
