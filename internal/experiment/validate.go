@@ -224,7 +224,7 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 		if c.Event == "" {
 			d.Problem(p, "an event check needs event: the timeline event to look for, e.g. operation.reverted")
 		}
-		validateEventCheck(d, x, p, c, workload)
+		validateEventCheck(d, x, p, c)
 		if c.Min != nil && *c.Min < 0 {
 			d.Problem(p+".min", "must not be negative")
 		}
@@ -607,7 +607,7 @@ func (x *Experiment) EachCheck(fn func(path string, c *Check)) { x.eachCheck(fn)
 // names its where values give against the timeline's events
 // (rundir.Events) and the experiment, so a typo is found here instead of
 // failing the run as if the system had misbehaved.
-func validateEventCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workload bool) {
+func validateEventCheck(d *manifest.Decoder, x *Experiment, p string, c *Check) {
 	if c.Event == "" {
 		return
 	}
@@ -655,7 +655,6 @@ func validateEventCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, 
 			d.Problem(wp, "no %s named %q%s", what, v, manifest.DidYouMean(v, names))
 		}
 	}
-	_ = workload
 }
 
 // checkRepeats refuses repeats that would run without end or too often:
