@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
 # tests need (real servers the examples break on purpose), then vets, tests
-# and briefly fuzzes the manifest parsers. CI runs this same script.
+# and briefly fuzzes the manifest parsers and the run directory readers. CI
+# runs this same script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,3 +37,12 @@ go test -race -count=1 -timeout 10m ./internal/engine/ ./internal/proc/ ./intern
 fuzztime="${FUZZTIME:-15s}"
 go test -run='^$' -fuzz='^FuzzParseExperiment$' -fuzztime="$fuzztime" -fuzzminimizetime=3s ./internal/experiment/
 go test -run='^$' -fuzz='^FuzzParseAdapter$' -fuzztime="$fuzztime" -fuzzminimizetime=3s ./internal/adapter/
+# And of each reader of a run directory, which is untrusted input (a
+# downloaded CI artefact): the timeline, a metrics source, manifest.json,
+# verdict.json, and a whole run through every way of seeing it.
+readfuzztime="${FUZZTIME:-10s}"
+go test -run='^$' -fuzz='^FuzzParseTimeline$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
+go test -run='^$' -fuzz='^FuzzParseScrapes$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
+go test -run='^$' -fuzz='^FuzzReadManifest$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
+go test -run='^$' -fuzz='^FuzzReadVerdict$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
+go test -run='^$' -fuzz='^FuzzLoad$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/runview/

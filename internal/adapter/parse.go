@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,7 +17,7 @@ import (
 
 // Load reads and checks an adapter file.
 func Load(path string) (*Adapter, manifest.Problems) {
-	data, err := os.ReadFile(path)
+	data, err := manifest.ReadFile(path)
 	if err != nil {
 		return nil, manifest.Problems{{File: path, Msg: fmt.Sprintf("cannot read the adapter: %v", err)}}
 	}
@@ -52,7 +51,6 @@ func Parse(file string, data []byte) (*Adapter, manifest.Problems) {
 }
 
 var (
-	idPattern   = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
 	types       = []string{TypeProcess, TypeContainer, TypePod}
 	lifecycles  = []string{"external", "run"}
 	stateValues = []string{"Created", "Pending", "Running", "Succeeded", "Failed", "Unknown"}
@@ -70,7 +68,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 	switch {
 	case a.ID == "":
 		d.Problem("id", "missing; every adapter needs an id")
-	case !idPattern.MatchString(a.ID):
+	case !manifest.ValidName(a.ID):
 		d.Problem("id", "%q is not a valid id: use lower-case letters, digits, dots, underscores and dashes", a.ID)
 	}
 	// Which backends exist is the build's business (package backend checks
@@ -86,6 +84,9 @@ func validate(d *manifest.Decoder, a *Adapter) {
 	}
 	for name, t := range a.Targets.Named {
 		p := "targets." + name
+		if !manifest.ValidName(name) {
+			d.Problem(p, "%q is not a valid target name: %s", name, manifest.NameRule)
+		}
 		switch {
 		case t.Type == "":
 			d.Problem(p, "missing type: one of %s", strings.Join(types, ", "))
@@ -138,6 +139,8 @@ func validate(d *manifest.Decoder, a *Adapter) {
 			d.Problem(p, "missing name")
 		} else if seen[m.Name] {
 			d.Problem(p+".name", "duplicate metrics name %q", m.Name)
+		} else if !manifest.ValidName(m.Name) {
+			d.Problem(p+".name", "%q is not a valid metrics name (it names system/metrics/<name>.jsonl): %s", m.Name, manifest.NameRule)
 		}
 		seen[m.Name] = true
 		if u, err := url.Parse(m.URL); m.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -151,6 +154,8 @@ func validate(d *manifest.Decoder, a *Adapter) {
 			d.Problem(p, "missing name")
 		} else if watchers[w.Name] {
 			d.Problem(p+".name", "duplicate watcher name %q", w.Name)
+		} else if !manifest.ValidName(w.Name) {
+			d.Problem(p+".name", "%q is not a valid watcher name (it names system/watch/<name>.jsonl): %s", w.Name, manifest.NameRule)
 		}
 		watchers[w.Name] = true
 		if strings.TrimSpace(w.Run) == "" {

@@ -101,7 +101,7 @@ func TestEvaluateCommand(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := evalRun(t, c.code, c.extra, c.finished)
-			exit, out, errOut := evalMain(t, "evaluate", d.Root)
+			exit, out, errOut := evalMain(t, "evaluate", "--trust", d.Root)
 			t.Logf("stdout:\n%s\nstderr:\n%s", out, errOut)
 			if exit != c.exit {
 				t.Errorf("exit %d, want %d", exit, c.exit)
@@ -185,7 +185,7 @@ func TestEvaluateNeverTouchesVerdictJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 2; i++ {
-		exit, out, errOut := evalMain(t, "evaluate", root)
+		exit, out, errOut := evalMain(t, "evaluate", "--trust", root)
 		if exit != ExitOK || !strings.Contains(out, "\nXFAIL\n") {
 			t.Fatalf("exit %d\n%s%s", exit, out, errOut)
 		}
@@ -206,7 +206,7 @@ func TestEvaluateNeverTouchesVerdictJSON(t *testing.T) {
 
 func TestEvaluateFixtureOutput(t *testing.T) {
 	root := evalCopyDir(t, evalFixtureRun)
-	exit, out, _ := evalMain(t, "evaluate", root)
+	exit, out, _ := evalMain(t, "evaluate", "--trust", root)
 	if exit != ExitOK {
 		t.Fatalf("exit %d", exit)
 	}
@@ -245,7 +245,7 @@ expectations:`, 1)
 	if err := os.WriteFile(newer, []byte(added), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exit, out, errOut := evalMain(t, "evaluate", "--experiment", newer, root)
+	exit, out, errOut := evalMain(t, "evaluate", "--trust", "--experiment", newer, root)
 	if exit != ExitOK {
 		t.Fatalf("exit %d\n%s%s", exit, out, errOut)
 	}
@@ -263,7 +263,7 @@ expectations:`, 1)
 	if err := os.WriteFile(newer, []byte(failing), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exit, out, _ = evalMain(t, "evaluate", "--experiment", newer, root)
+	exit, out, _ = evalMain(t, "evaluate", "--trust", "--experiment", newer, root)
 	if exit != ExitFail || !strings.Contains(out, "  FAIL  experiment/never-restarted\n          want no target.restarted event, found 1\n") {
 		t.Errorf("exit %d\n%s", exit, out)
 	}
@@ -314,10 +314,10 @@ func TestEvaluateAdapterFlag(t *testing.T) {
 	if err := os.WriteFile(newer, []byte(strings.Replace(evalAdapter, `test ! -s "$CHAOS_RUN_DIR/system/left.txt"`, "true", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if exit, out, _ := evalMain(t, "evaluate", d.Root); exit != ExitFail || !strings.Contains(out, "  FAIL  adapter/nothing-left\n") {
+	if exit, out, _ := evalMain(t, "evaluate", "--trust", d.Root); exit != ExitFail || !strings.Contains(out, "  FAIL  adapter/nothing-left\n") {
 		t.Errorf("with the run's adapter: exit %d\n%s", exit, out)
 	}
-	exit, out, _ := evalMain(t, "evaluate", "--adapter", newer, d.Root)
+	exit, out, _ := evalMain(t, "evaluate", "--trust", "--adapter", newer, d.Root)
 	if exit != ExitOK || !strings.Contains(out, "and adapter eval-local ("+newer+", sha256 ") {
 		t.Errorf("with --adapter: exit %d\n%s", exit, out)
 	}
@@ -330,7 +330,7 @@ func TestEvaluateWithoutProcesses(t *testing.T) {
 	if err := os.Remove(d.AdapterFile()); err != nil {
 		t.Fatal(err)
 	}
-	exit, out, errOut := evalMain(t, "evaluate", d.Root)
+	exit, out, errOut := evalMain(t, "evaluate", "--trust", d.Root)
 	if exit != ExitOK || !strings.Contains(out, "and no adapter") || strings.Contains(out, "adapter/") {
 		t.Errorf("exit %d\n%s%s", exit, out, errOut)
 	}

@@ -28,7 +28,7 @@ expectations:
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	run := lines[len(lines)-1]
 	evalXML := filepath.Join(dir, "eval.xml")
-	if code := mainTest([]string{"evaluate", "--junit", evalXML, run}, nil, &out, &errb); code != 0 {
+	if code := mainTest([]string{"evaluate", "--trust", "--junit", evalXML, run}, nil, &out, &errb); code != 0 {
 		t.Fatalf("evaluate: exit %d\n%s", code, errb.String())
 	}
 	for _, f := range []string{runXML, evalXML} {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -29,8 +30,16 @@ expectations name that issue.`,
 			}
 			var xs []*experiment.Experiment
 			bad := false
+			dups := duplicateIDs(files)
+			for _, id := range slices.Sorted(maps.Keys(dups)) {
+				bad = true
+				fmt.Fprintf(s.err, "skipping %s: experiment id %q is the id of each of them; give each experiment its own id\n", strings.Join(dups[id], " and "), id)
+			}
 			for _, f := range files {
 				x, ps := experiment.Load(f)
+				if x != nil && len(dups[x.ID]) > 1 {
+					continue
+				}
 				if ps.Err() != nil {
 					bad = true
 					fmt.Fprintf(s.err, "skipping %s: it is invalid (chaos validate %s says why)\n", f, f)

@@ -8,11 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 
-	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
@@ -35,18 +35,18 @@ func defaultExperimentsDir(flag string) string {
 // fileKind tells an adapter manifest from an experiment manifest by its top
 // level keys: only adapters have backend.
 func fileKind(path string) (string, error) {
-	data, err := os.ReadFile(path)
+	data, err := manifest.ReadFile(path)
 	if err != nil {
 		return "", err
 	}
-	var top map[string]any
-	if err := yaml.Unmarshal(data, &top); err != nil {
+	keys, err := manifest.TopLevelKeys(data)
+	if err != nil {
 		return "experiment", nil // let the experiment parser report it
 	}
-	if _, ok := top["backend"]; ok {
+	switch {
+	case slices.Contains(keys, "backend"):
 		return "adapter", nil
-	}
-	if _, ok := top["apiVersion"]; !ok {
+	case !slices.Contains(keys, "apiVersion"):
 		return "other", nil
 	}
 	return "experiment", nil
@@ -93,20 +93,69 @@ func resolveExperiment(ref, dir string) (*experiment.Experiment, manifest.Proble
 		return nil, manifest.Problems{{Msg: fmt.Sprintf("no file %s, and cannot search %s for an experiment with that id: %v", ref, dir, err)}}
 	}
 	var ids []string
+	var found []*experiment.Experiment
+	var foundPs manifest.Problems
 	for _, f := range files {
 		x, ps := experiment.Load(f)
 		if x != nil && x.ID == ref {
-			return x, ps
+			found = append(found, x)
+			foundPs = ps
+			continue
 		}
 		if x != nil && x.ID != "" {
 			ids = append(ids, x.ID)
 		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], foundPs
+	case 0:
+	default:
+		var names []string
+		for _, x := range found {
+			names = append(names, x.File)
+		}
+		return nil, manifest.Problems{{Msg: fmt.Sprintf("experiment id %q is the id of %d files in %s: %s; give the file instead, and give each experiment its own id", ref, len(found), dir, strings.Join(names, ", "))}}
 	}
 	msg := fmt.Sprintf("no experiment %q: no such file, and no experiment in %s has that id", ref, dir)
 	if s := manifest.Suggest(ref, ids); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return nil, manifest.Problems{{Msg: msg}}
+}
+
+// defaultAdapterRef is the experiment's default-adapter, a relative path
+// taken from the experiment file's directory (not the one chaos runs in),
+// as adapters beside the experiment are.
+func defaultAdapterRef(x *experiment.Experiment) string {
+	ref := x.DefaultAdapter
+	isPath := strings.ContainsRune(ref, '/') || strings.HasSuffix(ref, ".yaml") || strings.HasSuffix(ref, ".yml")
+	if ref == "" || !isPath || filepath.IsAbs(ref) {
+		return ref
+	}
+	return filepath.Join(filepath.Dir(x.File), ref)
+}
+
+// duplicateIDs maps each experiment id given by more than one of files to
+// those files, in order.
+func duplicateIDs(files []string) map[string][]string {
+	byID := map[string][]string{}
+	for _, f := range files {
+		if k, err := fileKind(f); err != nil || k != "experiment" {
+			continue
+		}
+		x, ps := experiment.Load(f)
+		if x == nil || x.ID == "" || ps.Err() != nil && x.Positions["id"] == (manifest.Pos{}) {
+			continue
+		}
+		byID[x.ID] = append(byID[x.ID], f)
+	}
+	for id, fs := range byID {
+		if len(fs) < 2 {
+			delete(byID, id)
+		}
+	}
+	return byID
 }
 
 // printProblems writes problems, one per line, indented.
@@ -135,7 +184,7 @@ func loadPair(s *streams, ref, dir, adapterRef, adaptersDir string) (*experiment
 		return nil, nil, withCode(ExitError, "")
 	}
 	if adapterRef == "" {
-		adapterRef = x.DefaultAdapter
+		adapterRef = defaultAdapterRef(x)
 	}
 	if adapterRef == "" {
 		return nil, nil, withCode(ExitError, fmt.Sprintf("%s has no default-adapter: name one with --adapter", x.File))

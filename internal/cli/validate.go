@@ -45,8 +45,9 @@ Exit code 2 when anything is invalid, else 0.`,
 				}
 			}
 			bad := false
+			dups := duplicateIDs(files)
 			for _, f := range files {
-				if !validateFile(s, f, adapterRef, adaptersDir, all) {
+				if !validateFile(s, f, adapterRef, adaptersDir, all, dups) {
 					bad = true
 				}
 			}
@@ -65,7 +66,7 @@ Exit code 2 when anything is invalid, else 0.`,
 
 // validateFile validates one file and prints its lines; it reports whether
 // everything was valid (n/a counts as valid).
-func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool) bool {
+func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool, dups map[string][]string) bool {
 	kind, err := fileKind(file)
 	if err != nil {
 		fmt.Fprintf(s.out, "invalid  %s\n  %s: cannot read: %v\n", file, file, err)
@@ -86,6 +87,15 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool) bo
 		return true
 	}
 	x, ps := experiment.Load(file)
+	if x != nil {
+		// Two files with one id: name them both, and refuse the ambiguity
+		// (show, list and run by id would not know which one is meant).
+		for _, other := range dups[x.ID] {
+			if other != file {
+				ps = append(ps, manifest.Problem{File: file, Pos: x.Positions["id"], Field: "id", Msg: fmt.Sprintf("experiment id %q is also the id of %s; each experiment needs its own id", x.ID, other)})
+			}
+		}
+	}
 	if ps.Err() != nil {
 		fmt.Fprintf(s.out, "invalid  %s\n", file)
 		printProblems(s.out, "  ", ps)
@@ -100,7 +110,7 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool) bo
 	default:
 		ref := adapterRef
 		if ref == "" {
-			ref = x.DefaultAdapter
+			ref = defaultAdapterRef(x)
 		}
 		if ref == "" {
 			fmt.Fprintf(s.out, "invalid  %s\n  %s: no default-adapter and no --adapter: name the adapter to check against\n", x.ID, file)

@@ -390,7 +390,7 @@ func (e *engine) writeInputs() error {
 	if !e.a.Builtin {
 		adapterRef = absPath(e.a.File)
 	}
-	m.Replay = fmt.Sprintf("chaos run --adapter %s --seed %d %s", adapterRef, e.seed, absPath(e.x.File))
+	m.Replay = rundir.ReplayCommand(adapterRef, e.seed, absPath(e.x.File))
 	m.Host = hostInfo()
 	if sha, dirty, ok := gitState(filepath.Dir(e.x.File)); ok {
 		m.Git = &struct {

@@ -7,17 +7,20 @@
 package evidence
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/manifest"
+	"github.com/chaos-harness/chaos/internal/markdown"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
 )
@@ -38,59 +41,55 @@ type line struct {
 // File is the name of the page in the run directory.
 const File = "evidence.md"
 
-// WriteFile writes RUN/evidence.md.
+// WriteFile writes RUN/evidence.md, atomically and inside the run
+// directory.
 func WriteFile(r *runview.Run) error {
-	f, err := os.CreateTemp(r.Dir.Root, ".evidence-*")
-	if err != nil {
+	var b bytes.Buffer
+	if err := Write(&b, r); err != nil {
 		return err
 	}
-	if err := Write(f, r); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	os.Chmod(f.Name(), 0o644)
-	return os.Rename(f.Name(), r.Dir.Path(File))
+	return r.Dir.WriteFile(File, b.Bytes())
 }
 
-// Write writes the evidence page of r.
+// Write writes the evidence page of r. Everything that came from the run
+// (names, details, log lines) is escaped with package markdown, so it reads
+// as text: it cannot add a heading, a list, HTML or end a code block.
 func Write(w io.Writer, r *runview.Run) error {
-	fmt.Fprintf(w, "# Evidence: %s · %s · %s\n\n", r.ExperimentID(), r.RunID, r.VerdictText())
+	fmt.Fprintf(w, "# Evidence: %s · %s · %s\n\n", markdown.Inline(r.ExperimentID()), markdown.Inline(r.RunID), markdown.Inline(r.VerdictText()))
 	if m := r.Manifest; m != nil {
-		fmt.Fprintf(w, "- seed: `%d`\n- harness: `%s` (%s)\n- adapter: `%s` (%s backend)\n", m.Seed, m.Harness.Version, m.Harness.Go, m.Adapter.ID, m.Adapter.Backend)
+		fmt.Fprintf(w, "- seed: `%d`\n- harness: %s (%s)\n- adapter: %s (%s backend)\n", m.Seed, markdown.Code(m.Harness.Version), markdown.Inline(m.Harness.Go), markdown.Code(m.Adapter.ID), markdown.Inline(m.Adapter.Backend))
 		if m.Git != nil {
 			dirty := ""
 			if m.Git.Dirty {
 				dirty = " (with uncommitted changes)"
 			}
-			fmt.Fprintf(w, "- git: `%s`%s\n", m.Git.SHA, dirty)
+			fmt.Fprintf(w, "- git: %s%s\n", markdown.Code(m.Git.SHA), dirty)
 		}
-		for k, v := range m.Backend {
-			fmt.Fprintf(w, "- %s: `%s`\n", k, v)
+		for _, k := range slices.Sorted(maps.Keys(m.Backend)) {
+			fmt.Fprintf(w, "- %s: %s\n", markdown.Inline(k), markdown.Code(m.Backend[k]))
 		}
 		for _, img := range slices.Sorted(maps.Keys(m.Images)) {
-			fmt.Fprintf(w, "- image `%s`: `%s`\n", img, m.Images[img])
+			fmt.Fprintf(w, "- image %s: %s\n", markdown.Code(img), markdown.Code(m.Images[img]))
 		}
-		fmt.Fprintf(w, "- started: %s\n\nReplay (the same seed makes the same choices):\n\n```sh\n%s\n```\n", m.Started.UTC().Format("2006-01-02 15:04:05 UTC"), m.Replay)
+		replay := m.ReplayLine()
+		fence := markdown.Fence(replay)
+		fmt.Fprintf(w, "- started: %s\n\nReplay (the same seed makes the same choices):\n\n%ssh\n%s\n%s\n", m.Started.UTC().Format("2006-01-02 15:04:05 UTC"), fence, replay, fence)
 	}
 	if v := r.Verdict; v != nil {
 		var bad []string
 		for _, c := range v.Checks {
 			if c.Result != rundir.ResultOK {
-				bad = append(bad, fmt.Sprintf("- `%s`: %s%s", c.ID, c.Result, firstLine(c.Detail)))
+				bad = append(bad, fmt.Sprintf("- %s: %s%s", markdown.Code(c.ID), markdown.Inline(c.Result), markdown.Inline(firstLine(c.Detail))))
 			}
 		}
 		for _, e := range v.Errors {
-			bad = append(bad, "- error: "+e)
+			bad = append(bad, "- error: "+markdown.Inline(e))
 		}
 		if len(bad) > 0 {
 			fmt.Fprintf(w, "\n## What did not hold\n\n%s\n", strings.Join(bad, "\n"))
 		}
 	}
-	lines, err := gather(r)
+	lines, note, err := gather(r)
 	if err != nil {
 		return err
 	}
@@ -98,40 +97,67 @@ func Write(w io.Writer, r *runview.Run) error {
 		fmt.Fprintf(w, "\nNo operation ran, so there is no fault to gather evidence around.\n")
 		return nil
 	}
-	fmt.Fprintf(w, "\n## Faults\n\n| operation | uses | run | from | to | hit |\n| --- | --- | --- | --- | --- | --- |\n")
-	for _, op := range r.Operations {
-		fmt.Fprintf(w, "| %s | %s | %d | %.3fs | %.3fs | %s |\n", op.Name, op.Uses, op.Run, op.Start, op.End, strings.Join(op.Targets, ", "))
+	ops := r.Operations
+	if len(ops) > limits.MaxEvidenceFaults {
+		ops = ops[:limits.MaxEvidenceFaults]
 	}
-	for _, op := range r.Operations {
+	fmt.Fprintf(w, "\n## Faults\n\n| operation | uses | run | from | to | hit |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, op := range ops {
+		fmt.Fprintf(w, "| %s | %s | %d | %.3fs | %.3fs | %s |\n", markdown.Cell(op.Name), markdown.Cell(op.Uses), op.Run, op.Start, op.End, markdown.Cell(strings.Join(op.Targets, ", ")))
+	}
+	if n := len(r.Operations) - len(ops); n > 0 {
+		fmt.Fprintf(w, "\n%d more operation applications are left out: this page shows the first %d. The timeline has them all.\n", n, limits.MaxEvidenceFaults)
+	}
+	if note != "" {
+		fmt.Fprintf(w, "\n%s\n", markdown.Inline(note))
+	}
+	for _, op := range ops {
 		from, to := op.Start-Window, op.End+Window
-		fmt.Fprintf(w, "\n## %s (%s), run %d: %.3fs to %.3fs\n\n", op.Name, op.Uses, op.Run, op.Start, op.End)
-		fmt.Fprintf(w, "Everything recorded from %.3fs to %.3fs, on the run's clock (seconds since it started):\n\n```\n", from, to)
+		fmt.Fprintf(w, "\n## %s (%s), run %d: %.3fs to %.3fs\n\n", markdown.Inline(op.Name), markdown.Inline(op.Uses), op.Run, op.Start, op.End)
+		fmt.Fprintf(w, "Everything recorded from %.3fs to %.3fs, on the run's clock (seconds since it started):\n\n", from, to)
+		var block strings.Builder
 		shown, bySource := 0, map[string]int{}
-		for _, l := range lines {
-			if l.t < from || l.t > to {
-				continue
+		// lines are in time order: start at the first inside the window.
+		first := sort.Search(len(lines), func(i int) bool { return lines[i].t >= from })
+		for _, l := range lines[first:] {
+			if l.t > to {
+				break
 			}
 			if bySource[l.source]++; bySource[l.source] > maxLines {
 				continue
 			}
-			fmt.Fprintf(w, "%9.3f  %-22s %s\n", l.t, l.source, l.text)
+			fmt.Fprintf(&block, "%9.3f  %-22s %s\n", l.t, l.source, oneLine(l.text))
 			shown++
 		}
 		for _, src := range slices.Sorted(maps.Keys(bySource)) {
 			if n := bySource[src]; n > maxLines {
-				fmt.Fprintf(w, "           (%d more lines of %s in the window)\n", n-maxLines, src)
+				fmt.Fprintf(&block, "           (%d more lines of %s in the window)\n", n-maxLines, src)
 			}
 		}
 		if shown == 0 {
-			fmt.Fprintln(w, "(nothing)")
+			block.WriteString("(nothing)\n")
 		}
-		fmt.Fprintln(w, "```")
+		fence := markdown.Fence(block.String())
+		fmt.Fprintf(w, "%s\n%s%s\n", fence, block.String(), fence)
 	}
 	return nil
 }
 
-// gather reads every timestamped source: the timeline and each watcher.
-func gather(r *runview.Run) ([]line, error) {
+// oneLine keeps a recorded line on one line of the page: line breaks and
+// other control characters are written as escapes.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' || r == 0x7f || r == 0x2028 || r == 0x2029 {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// gather reads every timestamped source: the timeline and each watcher,
+// inside the run directory and within the limits. note says what was left
+// out or refused.
+func gather(r *runview.Run) ([]line, string, error) {
 	var out []line
 	for _, e := range r.Events {
 		// The harness's own bookkeeping says nothing about the system.
@@ -140,23 +166,31 @@ func gather(r *runview.Run) ([]line, error) {
 		}
 		out = append(out, line{t: e.T, source: "timeline", text: e.Name + " " + string(e.FieldsJSON())})
 	}
-	files, _ := filepath.Glob(r.Dir.Path("system", "watch", "*.jsonl"))
+	var notes []string
+	files, _ := r.Dir.Glob("system/watch/*.jsonl")
+	if len(files) > limits.MaxSources {
+		notes = append(notes, fmt.Sprintf("%d watch files; the first %d are read.", len(files), limits.MaxSources))
+		files = files[:limits.MaxSources]
+	}
+	watched := 0
 	for _, f := range files {
-		src := "watch/" + strings.TrimSuffix(filepath.Base(f), ".jsonl")
-		fh, err := os.Open(f)
-		if err != nil {
+		name := strings.TrimSuffix(path.Base(f), ".jsonl")
+		if !manifest.ValidName(name) {
+			notes = append(notes, fmt.Sprintf("%s is not read: %q is not a valid watcher name.", f, name))
 			continue
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 64*1024), 4<<20)
-		for sc.Scan() {
+		src := "watch/" + name
+		err := r.Dir.Lines(f, limits.MaxJSONLBytes, limits.MaxLineBytes, func(_ int, b []byte) error {
 			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) != nil {
-				continue
+			if json.Unmarshal(b, &m) != nil {
+				return nil
 			}
 			t, ok := m["t"].(float64)
-			if !ok {
-				continue
+			if !ok || rundir.CheckSeconds(t) != nil {
+				return nil
+			}
+			if watched++; watched > limits.MaxWatchLines {
+				return errTooManyLines
 			}
 			text, _ := m["line"].(string)
 			if text == "" {
@@ -168,12 +202,23 @@ func gather(r *runview.Run) ([]line, error) {
 				text = string(b)
 			}
 			out = append(out, line{t: t, source: src, text: text})
+			return nil
+		})
+		switch {
+		case errors.Is(err, errTooManyLines):
+			notes = append(notes, fmt.Sprintf("The watchers recorded more than %d lines; the rest, from %s on, are left out.", limits.MaxWatchLines, f))
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("%s is not read: %v.", f, err))
 		}
-		fh.Close()
+		if watched > limits.MaxWatchLines {
+			break
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].t < out[j].t })
-	return out, nil
+	return out, strings.Join(notes, " "), nil
 }
+
+var errTooManyLines = errors.New("too many lines")
 
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
@@ -13,7 +12,7 @@ import (
 // when it has problems, so callers can report all of them; the returned
 // problems include warnings.
 func Load(path string) (*Experiment, manifest.Problems) {
-	data, err := os.ReadFile(path)
+	data, err := manifest.ReadFile(path)
 	if err != nil {
 		return nil, manifest.Problems{{File: path, Msg: fmt.Sprintf("cannot read the experiment: %v", err)}}
 	}

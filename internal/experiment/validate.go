@@ -2,17 +2,20 @@ package experiment
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/manifest"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 var (
-	namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
-	envPattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// instancePattern matches an instance name such as counter-2.
 	instancePattern = regexp.MustCompile(`^(.+)-([0-9]+)$`)
 )
@@ -34,7 +37,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 	switch {
 	case x.ID == "":
 		d.Problem("id", "missing; every experiment needs an id")
-	case !namePattern.MatchString(x.ID):
+	case !manifest.ValidName(x.ID):
 		d.Problem("id", "%q is not a valid id: use lower-case letters, digits, dots, underscores and dashes", x.ID)
 	}
 	if x.Version < 0 {
@@ -59,14 +62,25 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		if _, set := x.Positions[p+".instances"]; set && w.Instances < 1 && !hasProblem(d, p+".instances") {
 			d.Problem(p+".instances", "must be at least 1, got %d", w.Instances)
 		}
+		if w.Instances > limits.MaxInstancesPerWorkload {
+			d.Problem(p+".instances", "%d instances; a workload has at most %d", w.Instances, limits.MaxInstancesPerWorkload)
+		}
 		if strings.TrimSpace(w.Run) == "" {
 			d.Problem(p, "missing run: the script each instance runs")
 		}
 		checkEnv(d, p+".env", w.Env)
 		seen := map[string]bool{}
 		for j := range w.Checks {
-			validateCheck(d, fmt.Sprintf("%s.checks[%d]", p, j), &w.Checks[j], true, seen)
+			validateCheck(d, x, fmt.Sprintf("%s.checks[%d]", p, j), &w.Checks[j], true, seen)
 		}
+	}
+
+	total := 0
+	for i := range x.Workloads {
+		total += min(x.Workloads[i].InstanceCount(), 1<<40)
+	}
+	if total > limits.MaxTotalInstances {
+		d.Problem("workloads", "%d instances in all; an experiment has at most %d", total, limits.MaxTotalInstances)
 	}
 
 	for i := range x.Operations {
@@ -83,6 +97,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		used := map[string]bool{}
 		x.Flow.Walk(func(f *FlowNode) { validateFlowNode(d, x, f, used) })
 		checkWorkloadRuns(d, x)
+		checkRepeats(d, x, x.Flow, 1)
 		for i, w := range x.Workloads {
 			if w.Name != "" && !used[w.Name] {
 				d.Warn(fmt.Sprintf("workloads[%d].name", i), "workload %q is never used by the flow", w.Name)
@@ -102,7 +117,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 	})
 	seen := map[string]bool{}
 	for i := range x.Checks {
-		validateCheck(d, fmt.Sprintf("checks[%d]", i), &x.Checks[i], false, seen)
+		validateCheck(d, x, fmt.Sprintf("checks[%d]", i), &x.Checks[i], false, seen)
 	}
 	seen = map[string]bool{}
 	for i := range x.Preflight {
@@ -140,7 +155,7 @@ func checkName(d *manifest.Decoder, p, name, what string, names map[string]strin
 	switch {
 	case name == "":
 		d.Problem(p, "missing name: every %s needs one", what)
-	case !namePattern.MatchString(name):
+	case !manifest.ValidName(name):
 		d.Problem(p+".name", "%q is not a valid %s name: use lower-case letters, digits, dots, underscores and dashes", name, what)
 	default:
 		if prev, dup := names[name]; dup {
@@ -165,7 +180,7 @@ func validateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) 
 		d.Problem(p, "missing name")
 	case seen[s.Name]:
 		d.Problem(p+".name", "duplicate name %q", s.Name)
-	case !namePattern.MatchString(s.Name):
+	case !manifest.ValidName(s.Name):
 		d.Problem(p+".name", "%q is not a valid name: use lower-case letters, digits, dots, underscores and dashes", s.Name)
 	}
 	seen[s.Name] = true
@@ -179,13 +194,13 @@ func ValidateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) 
 	validateStep(d, p, s, seen)
 }
 
-func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen map[string]bool) {
+func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workload bool, seen map[string]bool) {
 	switch {
 	case c.Name == "":
 		d.Problem(p, "missing name")
 	case seen[c.Name]:
 		d.Problem(p+".name", "duplicate check name %q", c.Name)
-	case !namePattern.MatchString(c.Name):
+	case !manifest.ValidName(c.Name):
 		d.Problem(p+".name", "%q is not a valid check name: use lower-case letters, digits, dots, underscores and dashes", c.Name)
 	}
 	seen[c.Name] = true
@@ -209,6 +224,7 @@ func validateCheck(d *manifest.Decoder, p string, c *Check, workload bool, seen 
 		if c.Event == "" {
 			d.Problem(p, "an event check needs event: the timeline event to look for, e.g. operation.reverted")
 		}
+		validateEventCheck(d, x, p, c)
 		if c.Min != nil && *c.Min < 0 {
 			d.Problem(p+".min", "must not be negative")
 		}
@@ -346,6 +362,9 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 		}
 		if t.Times < 0 {
 			d.Problem(tp+".times", "must be 1 or more")
+		}
+		if t.Times > limits.MaxTriggerTimes {
+			d.Problem(tp+".times", "%d; a trigger fires at most %d times", t.Times, limits.MaxTriggerTimes)
 		}
 	}
 	if o.Grace > 0 && o.Uses != FaultRestart && fault {
@@ -583,3 +602,144 @@ func (x *Experiment) eachCheck(fn func(path string, c *Check)) {
 // EachCheck calls fn for every workload and experiment check with its
 // field path.
 func (x *Experiment) EachCheck(fn func(path string, c *Check)) { x.eachCheck(fn) }
+
+// validateEventCheck checks an event check's event, where keys and the
+// names its where values give against the timeline's events
+// (rundir.Events) and the experiment, so a typo is found here instead of
+// failing the run as if the system had misbehaved.
+func validateEventCheck(d *manifest.Decoder, x *Experiment, p string, c *Check) {
+	if c.Event == "" {
+		return
+	}
+	spec := rundir.EventSpecOf(c.Event)
+	if spec == nil {
+		d.Problem(p+".event", "no event %q is written to the timeline%s; the events are listed in docs/run-directory.md", c.Event, manifest.DidYouMean(c.Event, rundir.EventNames()))
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Where)) {
+		v := c.Where[k]
+		wp := manifest.Join(p+".where", k)
+		if !spec.HasField(k) {
+			d.Problem(wp, "event %s has no field %q%s; its fields are %s", c.Event, k, manifest.DidYouMean(k, spec.Fields), spec.FieldList())
+			continue
+		}
+		var names []string
+		what := ""
+		switch k {
+		case "operation":
+			what = "operation"
+			for _, o := range x.Operations {
+				names = append(names, o.Name)
+			}
+		case "workload":
+			what = "workload"
+			names = workloadNames(x)
+		case "instance":
+			if wn, _, ok := SplitInstance(v); ok && x.Workload(wn) != nil {
+				if w := x.Workload(wn); !isInstanceOf(v, w) {
+					d.Problem(wp, "no instance named %q: workload %s has the instances %s to %s", v, w.Name, InstanceName(w.Name, 0), InstanceName(w.Name, w.InstanceCount()-1))
+				}
+				continue
+			}
+			what = "instance"
+			for _, w := range x.Workloads {
+				names = append(names, InstanceName(w.Name, 0))
+			}
+		case "state":
+			if c.Event == "instance.state" {
+				what = "state"
+				names = instanceStates
+			}
+		}
+		if what != "" && !slices.Contains(names, v) {
+			d.Problem(wp, "no %s named %q%s", what, v, manifest.DidYouMean(v, names))
+		}
+	}
+}
+
+// checkRepeats refuses repeats that would run without end or too often:
+// at most limits.MaxRepeatRounds rounds, nested repeats multiplied, and a
+// repeat without times needs rounds of at least limits.MinRepeatRound.
+// outer is the rounds of the repeats around f.
+func checkRepeats(d *manifest.Decoder, x *Experiment, f *FlowNode, outer int64) {
+	if f == nil {
+		return
+	}
+	if f.Kind != FlowRepeat || f.Repeat == nil {
+		for _, c := range f.Children {
+			checkRepeats(d, x, c, outer)
+		}
+		return
+	}
+	r := f.Repeat
+	if r.Body == nil {
+		return
+	}
+	round := minDuration(x, r.Body)
+	var rounds int64
+	switch {
+	case r.Times > 0:
+		rounds = int64(r.Times)
+		if r.For > 0 && round > 0 {
+			rounds = min(rounds, int64(r.For.D()/round)+1)
+		}
+	case r.For > 0:
+		if round < limits.MinRepeatRound {
+			d.Problem(manifest.Join(f.Path, "repeat"), "a repeat without times needs rounds of at least %s (this one's shortest round is %s); add a delay to its body, e.g. delay: 1s, or set times", manifest.Duration(limits.MinRepeatRound), manifest.Duration(round))
+			return
+		}
+		rounds = int64(r.For.D()/round) + 1
+	default:
+		return
+	}
+	if total := rounds * outer; total > limits.MaxRepeatRounds || total < 0 {
+		at := manifest.Join(f.Path, "repeat")
+		if r.Times > 0 && (r.For == 0 || int64(r.Times) == rounds) {
+			at = manifest.Join(f.Path, "repeat.times")
+		}
+		how := ""
+		if outer > 1 {
+			how = fmt.Sprintf(" (%d rounds inside %d rounds of the repeats around it)", rounds, outer)
+		}
+		d.Problem(at, "%d rounds%s; a flow runs at most %d rounds of repeats in all", total, how, limits.MaxRepeatRounds)
+		return
+	}
+	checkRepeats(d, x, r.Body, rounds*outer)
+}
+
+// minDuration is the least time a flow node can take: its delays, its
+// signal waits' delays, the durations the operations it applies hold.
+func minDuration(x *Experiment, f *FlowNode) time.Duration {
+	if f == nil {
+		return 0
+	}
+	switch f.Kind {
+	case FlowDelay:
+		return f.Delay.D()
+	case FlowWait:
+		if f.Wait != nil {
+			return f.Wait.Delay.D()
+		}
+	case FlowRef:
+		if o := x.Operation(f.Ref); o != nil {
+			return o.Duration.D()
+		}
+	case FlowSerial:
+		var sum time.Duration
+		for _, c := range f.Children {
+			sum += minDuration(x, c)
+		}
+		return sum
+	case FlowParallel:
+		var most time.Duration
+		for _, c := range f.Children {
+			most = max(most, minDuration(x, c))
+		}
+		return most
+	case FlowRepeat:
+		if f.Repeat != nil {
+			return minDuration(x, f.Repeat.Body) * time.Duration(max(1, min(f.Repeat.Times, limits.MaxRepeatRounds)))
+		}
+	}
+	return 0
+}

@@ -874,6 +874,90 @@ expectations:
 		e(15, 44, "flow.serial[1].wait.condition", "unknown condition \"strated\"; expected one of created, started, running, finished, succeeded (did you mean \"started\"?)"),
 		e(19, 14, "expectations[0].checks[0]", "workload \"counter\" has no check named \"exited-ok\""),
 	}},
+	{name: "what cannot sensibly run: instances, rounds, durations, trigger times", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+timeout: 200h
+workloads:
+  - name: w
+    instances: 100000000
+    run: echo
+  - name: v
+    instances: 900
+    run: echo
+  - name: u
+    instances: 900
+    run: echo
+operations:
+  - name: freeze-one
+    uses: freeze
+    target: {workload: w}
+    trigger: {state: {workload: w, state: Running}, times: 100000}
+  - name: kill-one
+    uses: kill
+    target: {workload: v}
+flow:
+  parallel:
+    - w
+    - v
+    - u
+    - repeat: {times: 1000000000, serial: [{delay: 1ns}, kill-one]}
+    - repeat: {for: 1h, do: kill-one}
+    - repeat:
+        times: 1000
+        do: {repeat: {times: 1000, do: kill-one}}
+    - repeat: {for: 1h, serial: [{delay: 1s}, kill-one]}
+    - repeat: {for: 24h, serial: [{delay: 100ms}, kill-one]}
+`), want: []prob{
+		e(3, 10, "timeout", "expected a duration such as 15s, 500ms or 2m30s, got \"200h\" (at most 168h, 7 days)"),
+		e(5, 3, "workloads", "100001800 instances in all; an experiment has at most 2000"),
+		e(6, 16, "workloads[0].instances", "100000000 instances; a workload has at most 1000"),
+		e(18, 60, "operations[0].trigger.times", "100000; a trigger fires at most 10000 times"),
+		e(27, 23, "flow.parallel[3].repeat.times", "1000000000 rounds; a flow runs at most 100000 rounds of repeats in all"),
+		e(28, 7, "flow.parallel[4].repeat", "a repeat without times needs rounds of at least 100ms (this one's shortest round is 0s); add a delay to its body, e.g. delay: 1s, or set times"),
+		e(31, 30, "flow.parallel[5].repeat.do.repeat.times", "1000000 rounds (1000 rounds inside 1000 rounds of the repeats around it); a flow runs at most 100000 rounds of repeats in all"),
+		e(33, 7, "flow.parallel[7].repeat", "864001 rounds; a flow runs at most 100000 rounds of repeats in all"),
+	}},
+	{name: "event checks name events, fields and names that exist", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - name: u
+    instances: 2
+    run: echo
+    checks:
+      - name: reverted
+        kind: event
+        event: operation.revertd
+      - name: where-key
+        kind: event
+        event: operation.reverted
+        where: {operaton: freeze-one}
+      - name: where-value
+        kind: event
+        event: operation.reverted
+        where: {operation: freeze-on}
+      - name: where-instance
+        kind: event
+        event: instance.state
+        where: {instance: u-2, state: Runing, workload: uu}
+      - name: fine
+        kind: event
+        event: operation.reverted
+        where: {operation: freeze-one, when: flow end, run: "1"}
+operations:
+  - name: freeze-one
+    uses: freeze
+    target: {workload: u}
+flow: {parallel: [u, freeze-one]}
+`), want: []prob{
+		e(10, 16, "workloads[0].checks[0].event", "no event \"operation.revertd\" is written to the timeline (did you mean \"operation.reverted\"?); the events are listed in docs/run-directory.md"),
+		e(14, 27, "workloads[0].checks[1].where.operaton", "event operation.reverted has no field \"operaton\" (did you mean \"operation\"?); its fields are operation, uses, run, when"),
+		e(18, 28, "workloads[0].checks[2].where.operation", "no operation named \"freeze-on\" (did you mean \"freeze-one\"?)"),
+		e(22, 27, "workloads[0].checks[3].where.instance", "no instance named \"u-2\": workload u has the instances u-0 to u-1"),
+		e(22, 39, "workloads[0].checks[3].where.state", "no state named \"Runing\" (did you mean \"Running\"?)"),
+		e(22, 57, "workloads[0].checks[3].where.workload", "no workload named \"uu\" (did you mean \"u\"?)"),
+	}},
 }
 
 func TestBadExperiments(t *testing.T) {

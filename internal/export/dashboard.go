@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/runview"
 )
 
@@ -249,7 +250,12 @@ func NewDashboard(runs []*runview.Run) *Dashboard {
 			Name: "Annotations & Alerts", Type: "dashboard",
 		},
 	}
-	if events := operationEvents(kept); len(events) > 0 {
+	events := operationEvents(kept)
+	if n := len(events); n > limits.MaxDashboardAnnotations {
+		events = events[:limits.MaxDashboardAnnotations]
+		d.Description += fmt.Sprintf(" The runs have %d operation applications; the first %d are annotations.", n, limits.MaxDashboardAnnotations)
+	}
+	if len(events) > 0 {
 		d.Annotations.List = append(d.Annotations.List, Annotation{
 			Datasource: map[string]string{"type": "grafana", "uid": "-- Grafana --"},
 			Enable:     true,

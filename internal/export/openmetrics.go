@@ -84,7 +84,7 @@ func OpenMetrics(w io.Writer, runs []*runview.Run) (*Report, error) {
 		rep.Runs++
 		for _, src := range r.Sources {
 			scrapes, err := r.Scrapes(src)
-			if err != nil && len(scrapes) == 0 {
+			if err != nil && (len(scrapes) == 0 || rundir.IsEscape(err)) {
 				return nil, fmt.Errorf("reading %s metrics of run %s: %w", src, r.RunID, err)
 			}
 			help := helps(r, src)
@@ -330,7 +330,7 @@ func helps(r *runview.Run, src string) map[string]string {
 		Help string `json:"help"`
 	}
 	out := map[string]string{}
-	if rundir.ReadJSON(r.Dir.Path("system", "metrics", src+".types.json"), &raw) == nil {
+	if r.Dir.ReadJSONFile("system/metrics/"+src+".types.json", &raw) == nil {
 		for k, v := range raw {
 			out[k] = v.Help
 		}

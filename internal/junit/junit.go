@@ -102,7 +102,7 @@ func Build(v *rundir.Verdict, r *runview.Run) *Suites {
 		}
 		prop("adapter", adapter)
 		prop("backend", r.Manifest.Adapter.Backend)
-		prop("replay", r.Manifest.Replay)
+		prop("replay", r.Manifest.ReplayLine())
 		s.Hostname = r.Manifest.Host.Name
 	} else {
 		prop("adapter", adapter)

@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/chaos-harness/chaos/internal/limits"
 )
 
 // Pos is a position in a manifest file. Line and Column count from 1.
@@ -167,6 +169,10 @@ func (d *Decoder) Warn(path, format string, args ...any) {
 // DecodeDocument parses data and decodes its single document into v, which
 // must be a pointer.
 func (d *Decoder) DecodeDocument(data []byte, v any) {
+	if len(data) > limits.MaxManifestBytes {
+		d.Problems = append(d.Problems, Problem{File: d.File, Pos: Pos{Line: 1, Column: 1}, Msg: tooBig(int64(len(data))).Error()})
+		return
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		d.Problems = append(d.Problems, syntaxProblem(d.File, data, err))
@@ -213,6 +219,15 @@ func syntaxProblem(file string, data []byte, err error) Problem {
 	if line > 0 && parserProblems[p.Msg] {
 		line++
 	}
+	if line > 0 && strings.Contains(p.Msg, "tab character") {
+		// yaml.v3 gives the line where the scalar being scanned began,
+		// not the line of the tab: point at the first tab in the
+		// indentation from there on.
+		if pos, ok := indentTab(data, line); ok {
+			p.Pos = pos
+			return p
+		}
+	}
 	if line > 0 {
 		p.Pos = Pos{Line: line, Column: 1}
 	} else if pos, ok := badByte(data); ok {
@@ -221,6 +236,25 @@ func syntaxProblem(file string, data []byte, err error) Problem {
 		p.Pos = Pos{Line: 1, Column: 1}
 	}
 	return p
+}
+
+// indentTab finds the first tab in the leading blanks of a line, from line
+// from on.
+func indentTab(data []byte, from int) (Pos, bool) {
+	for i, l := range strings.Split(string(data), "\n") {
+		if i+1 < from {
+			continue
+		}
+		for col, c := range l {
+			if c == '\t' {
+				return Pos{Line: i + 1, Column: col + 1}, true
+			}
+			if c != ' ' {
+				break
+			}
+		}
+	}
+	return Pos{}, false
 }
 
 // badByte finds the first byte yaml.v3's reader refuses: invalid UTF-8 or

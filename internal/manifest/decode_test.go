@@ -125,6 +125,10 @@ func TestSyntaxErrorLines(t *testing.T) {
 		{"a: 1\nb: 'x\n", "f.yaml:2:1: found unexpected end of stream"},
 		{"a: 1\nb: @x\n", "f.yaml:2:1: found character that cannot start any token"},
 		{"a: 1\nb:\n  c: 1\n  d: 2\n    e: 3\n", "f.yaml:5:1: mapping values are not allowed in this context"},
+		// A tab in the indentation: yaml.v3 names the line where the
+		// scalar before it began; the problem is at the tab.
+		{strings.Repeat("# filler\n", 17) + "a: x\n\tb: 1\nc: 2\n", "f.yaml:19:1: found a tab character that violates indentation"},
+		{"a:\n  b: x\n  \tc: 1\n", "f.yaml:3:3: found a tab character that violates indentation"},
 		// On the first line yaml.v3 gives no line at all.
 		{"[a\n", "f.yaml:2:1: did not find expected ',' or ']'"},
 		{"- a\nb: 1\n", "f.yaml:2:1: did not find expected '-' indicator"},

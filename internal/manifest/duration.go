@@ -2,10 +2,13 @@ package manifest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/chaos-harness/chaos/internal/limits"
 )
 
 // Duration is a length of time written as a Go duration: 15s, 57500ms, 20m,
@@ -53,6 +56,9 @@ func ParseDuration(s string) (Duration, error) {
 	}
 	if v < 0 {
 		return 0, &durationError{s: s, hint: " (it must not be negative)"}
+	}
+	if v > limits.MaxDuration {
+		return 0, &durationError{s: s, hint: fmt.Sprintf(" (at most %s, %d days)", Duration(limits.MaxDuration), limits.MaxDuration/(24*time.Hour))}
 	}
 	return Duration(v), nil
 }

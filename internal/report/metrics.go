@@ -1,15 +1,15 @@
 package report
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
 )
 
@@ -71,7 +71,7 @@ type family struct {
 func buildCharts(r *runview.Run, span float64) (charts []*chart, missing []string, note string) {
 	var fams []*family
 	for _, src := range r.Sources {
-		fs, bad, err := readFamilies(r.Dir.Path("system", "metrics", src+".jsonl"), src, r.Types(src))
+		fs, bad, err := readFamilies(r.Dir, src, r.Types(src))
 		if err != nil {
 			note += fmt.Sprintf("system/metrics/%s.jsonl could not be read: %v. ", src, err)
 		}
@@ -121,7 +121,10 @@ func layoutCharts(fams []*family, focus []string, ops []runview.OpRun, span floa
 		return fams[i].source < fams[j].source
 	})
 	var bands []gbar
-	for _, op := range ops {
+	for i, op := range ops {
+		if i >= limits.MaxReportBands {
+			break
+		}
 		bands = append(bands, gbar{
 			X: num(tx(op.Start, span), 2), W: num(math.Max(0, tx(op.End, span)-tx(op.Start, span)), 2),
 			Y: itoa(chartTop), H: itoa(chartPlotH), Title: opTitle(op),
@@ -199,22 +202,23 @@ func (f *jsonFloat) UnmarshalJSON(b []byte) error {
 // readFamilies reads a metrics source one scrape at a time into one raw
 // series per family and label set. Lines that do not parse (a torn last
 // line) are skipped and counted.
-func readFamilies(path, source string, types map[string]string) (out []*family, bad int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 256<<20)
+func readFamilies(d *rundir.Dir, source string, types map[string]string) (out []*family, bad int, err error) {
 	byName := map[string]*family{}
 	var kb strings.Builder
 	var keys []string
-	for i := 0; sc.Scan(); i++ {
+	nseries, scrapes := 0, 0
+	err = d.Lines(rundir.MetricsFile(source), limits.MaxJSONLBytes, limits.MaxScrapeLineBytes, func(line int, b []byte) error {
+		i := line - 1
 		var s scrape
-		if json.Unmarshal(sc.Bytes(), &s) != nil {
+		if json.Unmarshal(b, &s) != nil {
 			bad++
-			continue
+			return nil
+		}
+		if scrapes++; scrapes > limits.MaxScrapes {
+			return &rundir.LimitError{Msg: fmt.Sprintf("more than %d scrapes, the most the harness reads", limits.MaxScrapes)}
+		}
+		if err := rundir.CheckSeconds(s.T); err != nil {
+			return &rundir.LimitError{Msg: fmt.Sprintf("line %d: %v", line, err)}
 		}
 		for name, f := range s.Families {
 			if f == nil {
@@ -256,6 +260,9 @@ func readFamilies(path, source string, types map[string]string) (out []*family, 
 				}
 				a := fam.series[kb.String()]
 				if a == nil {
+					if nseries++; nseries > limits.MaxSeries {
+						return &rundir.LimitError{Msg: fmt.Sprintf("more than %d series, the most the harness reads from one source", limits.MaxSeries)}
+					}
 					a = &acc{key: kb.String(), last: -1}
 					fam.series[a.key] = a
 					fam.order = append(fam.order, a)
@@ -263,8 +270,12 @@ func readFamilies(path, source string, types map[string]string) (out []*family, 
 				a.add(i, s.T, v)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, bad, err
 	}
-	return out, bad, sc.Err()
+	return out, bad, nil
 }
 
 // sampleValue is what a chart plots for a sample: the value of counters,
@@ -400,7 +411,13 @@ func drawChart(f *family, span float64, showSource bool) *chart {
 	}
 	lo, hi, step := niceScale(lo, hi)
 	ymap := func(v float64) float64 { return chartTop + chartPlotH - (v-lo)/(hi-lo)*chartPlotH }
-	for v := lo; v <= hi+step/2; v += step {
+	// By index, not by adding step: at magnitudes where step is below the
+	// numbers' precision, v += step would never reach hi.
+	for i := 0; i <= 12; i++ {
+		v := lo + float64(i)*step
+		if v > hi+step/2 {
+			break
+		}
 		c.YTicks = append(c.YTicks, tick{X: num(ymap(v), 1), Label: value(v, step)})
 	}
 	c.pending, c.ymap = all, ymap

@@ -18,13 +18,12 @@ import (
 	"io"
 	"math"
 	"net/url"
-	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
 )
@@ -73,7 +72,7 @@ func WriteFile(r *runview.Run) error {
 	if err := Write(&buf, r); err != nil {
 		return err
 	}
-	return rundir.WriteFileAtomic(r.Dir.ReportFile(), buf.Bytes())
+	return r.Dir.WriteFile(FileName, buf.Bytes())
 }
 
 // Write renders the run's report to w.
@@ -125,6 +124,11 @@ type page struct {
 	Inputs []input
 	Logs   []logLink
 	Tails  []tail
+
+	// TimelineNote says what the timeline left out; FileNotes say which
+	// files were refused or left out.
+	TimelineNote string
+	FileNotes    []string
 }
 
 type count struct {
@@ -183,7 +187,7 @@ func build(r *runview.Run) *page {
 			p.Adapter += " (" + m.Adapter.Backend + " backend)"
 		}
 		p.Seed = strconv.FormatUint(m.Seed, 10)
-		p.Replay = m.Replay
+		p.Replay = m.ReplayLine()
 		if m.Host.Name != "" {
 			p.Host = fmt.Sprintf("%s (%s/%s, %d CPUs)", m.Host.Name, m.Host.OS, m.Host.Arch, m.Host.CPUs)
 		}
@@ -247,11 +251,13 @@ func build(r *runview.Run) *page {
 			}
 		}
 	}
-	p.Gantt = buildGantt(r, span)
+	p.Gantt, p.TimelineNote = buildGantt(r, span)
 	p.Charts, p.MissingFocus, p.ChartNote = buildCharts(r, span)
 	p.Inputs = inputs(r)
-	p.Logs = logLinks(r)
-	p.Tails = tails(r)
+	files, notes := reportFiles(r)
+	p.FileNotes = notes
+	p.Logs = logLinks(r, files)
+	p.Tails = tails(r, files)
 	return p
 }
 
@@ -351,28 +357,21 @@ func inputs(r *runview.Run) []input {
 	var out []input
 	for _, name := range []string{"experiment.yaml", "adapter.yaml"} {
 		in := input{Name: name, Href: href(name)}
-		data, err := readHead(r.Dir.Path(name), maxInputSize)
+		data, err := r.Dir.ReadHead(name, maxInputSize)
 		switch {
+		case rundir.IsEscape(err):
+			in.Note = "refused: it leads outside the run directory"
 		case err != nil:
 			in.Note = "missing"
 		default:
 			in.Text = strings.ToValidUTF8(string(data), "\uFFFD")
-			if fi, err := os.Stat(r.Dir.Path(name)); err == nil && fi.Size() > maxInputSize {
+			if fi, err := r.Dir.Stat(name); err == nil && fi.Size() > maxInputSize {
 				in.Note = fmt.Sprintf("first %s of %s shown", size(maxInputSize), size(fi.Size()))
 			}
 		}
 		out = append(out, in)
 	}
 	return out
-}
-
-func readHead(path string, n int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(io.LimitReader(f, n))
 }
 
 // logPatterns are the files the report links to, in this order.
@@ -392,56 +391,90 @@ var logPatterns = []string{
 	"evaluations/*.json",
 }
 
-func logLinks(r *runview.Run) []logLink {
-	var out []logLink
+// file is one file of the run directory the report links to.
+type file struct {
+	rel  string // slash-separated, relative to the run directory
+	size int64
+}
+
+// reportFiles lists the files the report links to, in the order of
+// logPatterns, at most limits.MaxReportFiles of them. A file that leads
+// out of the run directory (a symlink) is left out and named in a note.
+func reportFiles(r *runview.Run) (out []file, notes []string) {
 	seen := map[string]bool{}
+	more := 0
+	var refused []string
 	for _, pat := range logPatterns {
-		files, _ := filepath.Glob(r.Dir.Path(pat))
-		sort.Strings(files)
-		for _, f := range files {
-			fi, err := os.Stat(f)
-			if err != nil || fi.IsDir() {
-				continue
-			}
-			rel, err := filepath.Rel(r.Dir.Root, f)
-			if err != nil || seen[rel] {
+		files, _ := r.Dir.Glob(pat)
+		for _, rel := range files {
+			if seen[rel] {
 				continue
 			}
 			seen[rel] = true
-			out = append(out, logLink{Href: href(rel), Name: filepath.ToSlash(rel), Size: size(fi.Size())})
+			fi, err := r.Dir.Stat(rel)
+			if rundir.IsEscape(err) {
+				refused = append(refused, rel)
+				continue
+			}
+			if err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			if len(out) >= limits.MaxReportFiles {
+				more++
+				continue
+			}
+			out = append(out, file{rel: rel, size: fi.Size()})
 		}
+	}
+	if len(refused) > 0 {
+		notes = append(notes, fmt.Sprintf("Not read: %s, which lead%s outside the run directory (a symlink).", strings.Join(clipList(refused, 20), ", "), map[bool]string{true: "s", false: ""}[len(refused) == 1]))
+	}
+	if more > 0 {
+		notes = append(notes, fmt.Sprintf("%d more files are not listed: the report lists at most %d.", more, limits.MaxReportFiles))
+	}
+	return out, notes
+}
+
+// clipList keeps the first n names and says how many more there are.
+func clipList(l []string, n int) []string {
+	if len(l) <= n {
+		return l
+	}
+	return append(l[:n:n], fmt.Sprintf("and %d more", len(l)-n))
+}
+
+func logLinks(r *runview.Run, files []file) []logLink {
+	out := make([]logLink, 0, len(files))
+	for _, f := range files {
+		out = append(out, logLink{Href: href(f.rel), Name: f.rel, Size: size(f.size)})
 	}
 	return out
 }
 
 // tails are the last lines of each instance log and each target or hook
 // log, so a report attached to a bug shows how things ended.
-func tails(r *runview.Run) []tail {
-	var files []string
-	for _, pat := range []string{"workloads/*/instances/*/logs/*", "logs/*.log"} {
-		fs, _ := filepath.Glob(r.Dir.Path(pat))
-		sort.Strings(fs)
-		files = append(files, fs...)
+func tails(r *runview.Run, files []file) []tail {
+	// Instance logs first, then target and hook logs.
+	ordered := make([]file, 0, len(files))
+	for pass := 0; pass < 2; pass++ {
+		for _, f := range files {
+			if strings.HasPrefix(f.rel, "workloads/") == (pass == 0) {
+				ordered = append(ordered, f)
+			}
+		}
 	}
 	var out []tail
 	shown := 0
-	for _, f := range files {
+	for _, f := range ordered {
 		if shown >= maxTails {
 			break // the file list links to the rest
 		}
-		rel, err := filepath.Rel(r.Dir.Root, f)
-		if err != nil {
-			continue
+		isLog := strings.HasPrefix(f.rel, "logs/") && strings.HasSuffix(f.rel, ".log") && strings.Count(f.rel, "/") == 1 ||
+			strings.HasPrefix(f.rel, "workloads/") && strings.Count(f.rel, "/") == 5 && strings.Split(f.rel, "/")[4] == "logs"
+		if !isLog || f.rel == "logs/harness.log" || f.size == 0 {
+			continue // the timeline and the check table show harness.log
 		}
-		rel = filepath.ToSlash(rel)
-		if rel == "logs/harness.log" {
-			continue // the timeline and the check table show it
-		}
-		fi, err := os.Stat(f)
-		if err != nil || fi.IsDir() || fi.Size() == 0 {
-			continue
-		}
-		lines, err := lastLines(f, fi.Size())
+		lines, err := lastLines(r.Dir, f.rel, f.size)
 		if err != nil || len(lines) == 0 {
 			continue
 		}
@@ -450,7 +483,7 @@ func tails(r *runview.Run) []tail {
 		}
 		text := strings.Join(lines, "\n")
 		shown += len(text)
-		out = append(out, tail{Name: rel, Href: href(rel), Size: size(fi.Size()), Text: text, Lines: len(lines)})
+		out = append(out, tail{Name: f.rel, Href: href(f.rel), Size: size(f.size), Text: text, Lines: len(lines)})
 	}
 	return out
 }
@@ -463,8 +496,8 @@ func textLen(lines []string) int {
 	return n
 }
 
-func lastLines(path string, n int64) ([]string, error) {
-	f, err := os.Open(path)
+func lastLines(d *rundir.Dir, rel string, n int64) ([]string, error) {
+	f, err := d.Open(rel)
 	if err != nil {
 		return nil, err
 	}

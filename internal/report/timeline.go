@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/runview"
 )
 
@@ -69,7 +70,7 @@ type tick struct {
 // tx maps seconds to plot units.
 func tx(t, span float64) float64 { return t / span * plotW }
 
-func buildGantt(r *runview.Run, span float64) *gantt {
+func buildGantt(r *runview.Run, span float64) (*gantt, string) {
 	g := &gantt{PlotTop: axisH - 4}
 	g.Ticks = ticks(0, span, span)
 	y := axisH
@@ -235,13 +236,29 @@ func buildGantt(r *runview.Run, span float64) *gantt {
 	}
 	g.Height = y + 6
 	// Operations, faintly, across every row.
-	for _, op := range r.Operations {
+	for i, op := range r.Operations {
+		if i >= limits.MaxReportBands {
+			break
+		}
 		g.Bands = append(g.Bands, gbar{
 			X: num(tx(op.Start, span), 2), W: num(math.Max(0, tx(op.End, span)-tx(op.Start, span)), 2),
 			Y: itoa(axisH), H: itoa(y - axisH), Title: opTitle(op),
 		})
 	}
-	return g
+	var notes []string
+	if n := len(g.Bars) + len(g.Milestones); n > limits.MaxReportBars {
+		notes = append(notes, fmt.Sprintf("The timeline has %d bars and milestones; the first %d are drawn, the rest are in timeline.jsonl.", n, limits.MaxReportBars))
+		if len(g.Bars) > limits.MaxReportBars {
+			g.Bars = g.Bars[:limits.MaxReportBars]
+		}
+		if room := limits.MaxReportBars - len(g.Bars); len(g.Milestones) > room {
+			g.Milestones = g.Milestones[:room]
+		}
+	}
+	if len(r.Operations) > limits.MaxReportBands {
+		notes = append(notes, fmt.Sprintf("%d operation applications ran; the first %d are shaded across the rows.", len(r.Operations), limits.MaxReportBands))
+	}
+	return g, strings.Join(notes, " ")
 }
 
 // structural nodes (serial, parallel) only group others; their bars would
@@ -352,9 +369,11 @@ func ticks(a, b, span float64) []tick {
 		}
 	}
 	var out []tick
-	for i := math.Ceil(a/step - 1e-9); ; i++ {
+	// However wide the window, at most a few hundred ticks: the widest
+	// step covers a day and a run is at most limits.MaxRunSeconds.
+	for i := math.Ceil(a/step - 1e-9); len(out) < 400; i++ {
 		t := i * step
-		if t > b+1e-9 {
+		if t > b+1e-9 || math.IsNaN(t) {
 			break
 		}
 		out = append(out, tick{X: num(gutL+(t-a)/w*plotW, 2), Label: relTime(t, step, span)})

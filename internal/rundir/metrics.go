@@ -1,11 +1,17 @@
 package rundir
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
 // Scrape is one line of system/metrics/<name>.jsonl.
@@ -88,30 +94,97 @@ func jsonFloat(f float64) string {
 	return string(b)
 }
 
-// ReadScrapes reads system/metrics/<name>.jsonl. A torn last line is
-// skipped.
+// ReadScrapes reads a metrics file. A torn last line is skipped. A file
+// beyond the limits (see ParseScrapes) is an error and gives no scrapes.
 func ReadScrapes(path string) ([]Scrape, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return ParseScrapes(f, path)
+}
+
+// MetricsFile is the path, relative to the run directory, of a metrics
+// source's scrapes.
+func MetricsFile(source string) string { return "system/metrics/" + source + ".jsonl" }
+
+// ReadScrapes reads system/metrics/<source>.jsonl, inside the run
+// directory. The source must be a valid name.
+func (d *Dir) ReadScrapes(source string) ([]Scrape, error) {
+	if !manifest.ValidName(source) {
+		return nil, fmt.Errorf("metrics source %q is not a valid name (%s)", source, manifest.NameRule)
+	}
+	f, err := d.Open(MetricsFile(source))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseScrapes(f, d.Path("system", "metrics", source+".jsonl"))
+}
+
+// ParseScrapes reads scrapes from r; name is used in errors. It refuses,
+// with a LimitError and no scrapes, a file over limits.MaxJSONLBytes, a
+// line over limits.MaxScrapeLineBytes, more than limits.MaxScrapes scrapes,
+// more than limits.MaxSeries series, and a t that is not a number within
+// limits.MaxRunSeconds.
+func ParseScrapes(r io.Reader, name string) ([]Scrape, error) {
 	var out []Scrape
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 256<<20)
-	line := 0
-	var bad error
-	for sc.Scan() {
-		line++
-		if bad != nil {
-			return out, bad
+	var pendingErr error
+	series := map[string]bool{}
+	err := scanLines(r, name, limits.MaxJSONLBytes, limits.MaxScrapeLineBytes, func(line int, b []byte) error {
+		if pendingErr != nil {
+			return pendingErr
 		}
 		var s Scrape
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			bad = fmt.Errorf("%s:%d: %v", path, line, err)
-			continue
+		if err := json.Unmarshal(b, &s); err != nil {
+			pendingErr = fmt.Errorf("%s:%d: %v", name, line, err)
+			return nil
+		}
+		if len(out) >= limits.MaxScrapes {
+			return &LimitError{fmt.Sprintf("%s: more than %d scrapes, the most the harness reads", name, limits.MaxScrapes)}
+		}
+		if err := CheckSeconds(s.T); err != nil {
+			return &LimitError{fmt.Sprintf("%s:%d: scrape: %v", name, line, err)}
+		}
+		if len(series) <= limits.MaxSeries {
+			for fam, f := range s.Families {
+				if f == nil {
+					continue
+				}
+				for _, smp := range f.Samples {
+					series[fam+"\x00"+SeriesKey(smp.Labels)] = true
+				}
+			}
+		}
+		if len(series) > limits.MaxSeries {
+			return &LimitError{fmt.Sprintf("%s: more than %d series, the most the harness reads from one source", name, limits.MaxSeries)}
 		}
 		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		if pendingErr != nil && err == pendingErr {
+			return out, err
+		}
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+// SeriesKey is a label set as one string, its labels in order.
+func SeriesKey(labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(labels[k]))
+		b.WriteByte(',')
+	}
+	return b.String()
 }

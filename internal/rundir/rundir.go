@@ -12,15 +12,24 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/limits"
 )
 
 // FormatVersion is the version of the run directory layout; manifest.json
 // records it so readers can tell old runs apart.
 const FormatVersion = 1
 
-// Dir is a run directory.
-type Dir struct{ Root string }
+// Dir is a run directory. Readers of a run go through its methods (Open,
+// ReadFile, Glob, WriteFile...), which stay inside Root.
+type Dir struct {
+	Root string
+
+	mu sync.Mutex
+	r  *os.Root
+}
 
 // NewRunID returns a run id such as 20261029T112646Z-2f79: the UTC start
 // time, then four random hex digits so runs started in the same second
@@ -47,14 +56,22 @@ func Create(runsDir, experimentID, runID string) (*Dir, error) {
 	return d, nil
 }
 
-// Open checks that root looks like a run directory.
+// Open checks that root looks like a run directory: a directory holding
+// experiment.yaml and timeline.jsonl, neither leading out of it.
 func Open(root string) (*Dir, error) {
+	d := &Dir{Root: root}
+	if _, err := d.root(); err != nil {
+		return nil, fmt.Errorf("%s is not a run directory: %v", root, err)
+	}
 	for _, f := range []string{"experiment.yaml", "timeline.jsonl"} {
-		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+		if _, err := d.Stat(f); err != nil {
+			if IsEscape(err) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%s is not a run directory: %s is missing", root, f)
 		}
 	}
-	return &Dir{Root: root}, nil
+	return d, nil
 }
 
 // Path joins elements under the run directory.
@@ -128,25 +145,44 @@ type Host struct {
 
 // WriteJSON writes v as indented JSON to path atomically.
 func WriteJSON(path string, v any) error {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	// These files are read by people too: keep <, > and & as they are.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	return WriteFileAtomic(path, b.Bytes())
-}
-
-// ReadJSON reads path into v.
-func ReadJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := MarshalJSON(v)
 	if err != nil {
 		return err
 	}
+	return WriteFileAtomic(path, data)
+}
+
+// MarshalJSON is v as the run directory's JSON files are written:
+// indented, with <, > and & kept as they are (people read these files too).
+func MarshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// ReadJSON reads path (at most limits.MaxJSONBytes) into v. Readers of a
+// run directory use Dir.ReadJSONFile, which stays inside it.
+func ReadJSON(path string, v any) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data, err := readAllMax(f, path, limits.MaxJSONBytes)
+	if err != nil {
+		return err
+	}
+	return unmarshalJSON(path, data, v)
+}
+
+func unmarshalJSON(name string, data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

@@ -1,15 +1,19 @@
 package rundir
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
 // Field is one key and value of an event, kept in the order given so the
@@ -30,6 +34,9 @@ type Event struct {
 	TS     time.Time
 	Name   string
 	Fields []Field
+
+	// tOK is whether a read event's t was a number.
+	tOK bool
 }
 
 // Get returns the value of a field, or nil.
@@ -124,7 +131,8 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 		switch key {
 		case "t":
 			if n, ok := v.(json.Number); ok {
-				e.T, _ = n.Float64()
+				f, err := n.Float64()
+				e.T, e.tOK = f, err == nil
 			}
 		case "ts":
 			s, _ := v.(string)
@@ -139,7 +147,8 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 }
 
 // ReadTimeline reads every event of a timeline file. A torn last line (the
-// harness was killed mid-write) is skipped, not fatal.
+// harness was killed mid-write) is skipped, not fatal. A timeline over the
+// limits (see ParseTimeline) is an error and gives no events.
 func ReadTimeline(path string) ([]Event, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -149,29 +158,101 @@ func ReadTimeline(path string) ([]Event, error) {
 	return ParseTimeline(f, path)
 }
 
-// ParseTimeline reads events from r; name is used in errors.
+// ReadTimeline reads the run directory's timeline.jsonl, inside it.
+func (d *Dir) ReadTimeline() ([]Event, error) {
+	f, err := d.Open("timeline.jsonl")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseTimeline(f, d.TimelineFile())
+}
+
+// LimitError says a run is beyond what the harness reads: it is refused
+// whole rather than read in part.
+type LimitError struct{ Msg string }
+
+func (e *LimitError) Error() string { return e.Msg }
+
+// ParseTimeline reads events from r; name is used in errors. A timeline
+// beyond the limits of package limits is refused with a LimitError and no
+// events: a file over limits.MaxJSONLBytes, a line over
+// limits.MaxLineBytes, more than limits.MaxEvents events, a t that is not
+// a number within limits.MaxRunSeconds, an instance event whose workload
+// or instance is not a valid name (they become paths), or more than
+// limits.MaxRunInstances instances.
 func ParseTimeline(r io.Reader, name string) ([]Event, error) {
 	var out []Event
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	line := 0
 	var pendingErr error
-	for sc.Scan() {
-		line++
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
+	instances := map[string]bool{}
+	err := scanLines(r, name, limits.MaxJSONLBytes, limits.MaxLineBytes, func(line int, b []byte) error {
+		if len(bytes.TrimSpace(b)) == 0 {
+			return nil
 		}
 		if pendingErr != nil {
-			return out, pendingErr
+			return pendingErr
 		}
 		var e Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		if err := json.Unmarshal(b, &e); err != nil {
 			pendingErr = fmt.Errorf("%s:%d: %v", name, line, err)
-			continue
+			return nil
+		}
+		if len(out) >= limits.MaxEvents {
+			return &LimitError{fmt.Sprintf("%s: more than %d events, the most the harness reads", name, limits.MaxEvents)}
+		}
+		if err := checkEvent(&e, instances); err != nil {
+			return &LimitError{fmt.Sprintf("%s:%d: %s", name, line, err)}
 		}
 		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		if pendingErr != nil && err == pendingErr {
+			// A line that does not parse, with more after it.
+			return out, err
+		}
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+// checkEvent refuses an event whose time or names cannot be trusted.
+func checkEvent(e *Event, instances map[string]bool) error {
+	if !e.tOK {
+		return fmt.Errorf("event %s: t is not a number of seconds", e.Name)
+	}
+	if err := CheckSeconds(e.T); err != nil {
+		return fmt.Errorf("event %s: %v", e.Name, err)
+	}
+	if strings.HasPrefix(e.Name, "instance.") {
+		for _, k := range []string{"workload", "instance"} {
+			v := e.Get(k)
+			if v == nil {
+				continue
+			}
+			s, ok := v.(string)
+			if !ok || s != "" && !manifest.ValidName(s) {
+				return fmt.Errorf("event %s: %s %q is not a valid name (%s)", e.Name, k, ValueString(v), manifest.NameRule)
+			}
+		}
+		if in := e.String("instance"); in != "" && !instances[in] {
+			if len(instances) >= limits.MaxRunInstances {
+				return fmt.Errorf("more than %d instances, the most the harness reads", limits.MaxRunInstances)
+			}
+			instances[in] = true
+		}
+	}
+	return nil
+}
+
+// CheckSeconds refuses a time read from a run (an event's or a scrape's t)
+// that is not a finite number within limits.MaxRunSeconds of the run's
+// start.
+func CheckSeconds(t float64) error {
+	if math.IsNaN(t) || math.IsInf(t, 0) || math.Abs(t) > limits.MaxRunSeconds {
+		return fmt.Errorf("t = %v is not within %d seconds (%d days) of the run's start, the longest run the harness reads", t, limits.MaxRunSeconds, limits.MaxRunSeconds/86400)
+	}
+	return nil
 }
 
 // Recorder appends events to timeline.jsonl and logs/harness.log, and hands

@@ -6,13 +6,15 @@ package runview
 
 import (
 	"fmt"
-	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/manifest"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -79,33 +81,51 @@ func Load(root string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	events, err := rundir.ReadTimeline(d.TimelineFile())
+	events, err := d.ReadTimeline()
 	if err != nil && len(events) == 0 {
 		return nil, err
 	}
 	r := &Run{Dir: d, Events: events, RunID: filepath.Base(root)}
-	if x, ps := experiment.Load(d.ExperimentFile()); x != nil && ps.Err() == nil {
-		r.Experiment = x
+	if data, err := d.ReadFile("experiment.yaml", limits.MaxManifestBytes); err == nil {
+		if x, ps := experiment.Parse(d.ExperimentFile(), data); x != nil && ps.Err() == nil {
+			r.Experiment = x
+		}
+	} else if rundir.IsEscape(err) {
+		return nil, err
 	}
 	var m rundir.Manifest
-	if rundir.ReadJSON(d.ManifestFile(), &m) == nil {
+	if err := d.ReadJSONFile("manifest.json", &m); err == nil {
 		r.Manifest = &m
 		if m.RunID != "" {
 			r.RunID = m.RunID
 		}
+	} else if rundir.IsEscape(err) {
+		return nil, err
 	}
 	var v rundir.Verdict
-	if rundir.ReadJSON(d.VerdictFile(), &v) == nil {
+	if err := d.ReadJSONFile("verdict.json", &v); err == nil {
+		if len(v.Checks) > limits.MaxChecks {
+			return nil, fmt.Errorf("%s has %d check results; the harness reads at most %d", d.VerdictFile(), len(v.Checks), limits.MaxChecks)
+		}
 		r.Verdict = &v
+	} else if rundir.IsEscape(err) {
+		return nil, err
 	}
 	if len(events) > 0 {
 		r.Start = events[0].TS.Add(-time.Duration(events[0].T * float64(time.Second)))
 		r.End = events[len(events)-1].T
 	}
 	r.build()
-	files, _ := filepath.Glob(d.Path("system", "metrics", "*.jsonl"))
+	files, _ := d.Glob("system/metrics/*.jsonl")
+	if len(files) > limits.MaxSources {
+		return nil, fmt.Errorf("%s has %d metrics sources; the harness reads at most %d", d.Path("system", "metrics"), len(files), limits.MaxSources)
+	}
 	for _, f := range files {
-		r.Sources = append(r.Sources, strings.TrimSuffix(filepath.Base(f), ".jsonl"))
+		name := strings.TrimSuffix(path.Base(f), ".jsonl")
+		if !manifest.ValidName(name) {
+			return nil, fmt.Errorf("%s: %q is not a valid metrics source name (%s)", d.Path(f), name, manifest.NameRule)
+		}
+		r.Sources = append(r.Sources, name)
 	}
 	sort.Strings(r.Sources)
 	return r, nil
@@ -240,7 +260,7 @@ func (r *Run) build() {
 
 // Scrapes reads one metrics source.
 func (r *Run) Scrapes(source string) ([]rundir.Scrape, error) {
-	return rundir.ReadScrapes(r.Dir.Path("system", "metrics", source+".jsonl"))
+	return r.Dir.ReadScrapes(source)
 }
 
 // Types reads a source's family types (name -> type).
@@ -250,7 +270,7 @@ func (r *Run) Types(source string) map[string]string {
 		Help string `json:"help"`
 	}
 	out := map[string]string{}
-	if rundir.ReadJSON(r.Dir.Path("system", "metrics", source+".types.json"), &raw) == nil {
+	if r.Dir.ReadJSONFile("system/metrics/"+source+".types.json", &raw) == nil {
 		for k, v := range raw {
 			out[k] = v.Type
 		}
@@ -286,8 +306,9 @@ func (r *Run) VerdictText() string {
 	return r.Verdict.Verdict
 }
 
-// Exists reports whether a file exists in the run directory.
+// Exists reports whether a file exists in the run directory (and does not
+// lead out of it).
 func (r *Run) Exists(rel string) bool {
-	_, err := os.Stat(r.Dir.Path(rel))
+	_, err := r.Dir.Stat(rel)
 	return err == nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/markdown"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
 )
@@ -322,15 +323,15 @@ func legend(s Selection) string {
 // verdictLine is the line under the title: verdict, experiment, run,
 // duration, adapter and seed.
 func verdictLine(r *runview.Run) string {
-	parts := []string{"**" + r.VerdictText() + "**"}
-	id := "`" + r.ExperimentID() + "`"
+	parts := []string{"**" + mdInline(r.VerdictText()) + "**"}
+	id := code(r.ExperimentID())
 	if r.Experiment != nil && r.Experiment.Version > 0 {
 		id += fmt.Sprintf(" (v%d)", r.Experiment.Version)
 	}
-	parts = append(parts, id, "run `"+r.RunID+"`", Duration(r.End))
+	parts = append(parts, id, "run "+code(r.RunID), Duration(r.End))
 	if r.Manifest != nil {
 		if r.Manifest.Adapter.ID != "" {
-			parts = append(parts, "adapter `"+r.Manifest.Adapter.ID+"`")
+			parts = append(parts, "adapter "+code(r.Manifest.Adapter.ID))
 		}
 		parts = append(parts, fmt.Sprintf("seed %d", r.Manifest.Seed))
 	}
@@ -368,9 +369,9 @@ func flakyLines(v *rundir.Verdict) []string {
 		for _, f := range by[issue] {
 			hit := "no instance"
 			if len(f.Instances) > 0 {
-				hit = strings.Join(f.Instances, ", ")
+				hit = mdInline(strings.Join(f.Instances, ", "))
 			}
-			parts = append(parts, fmt.Sprintf("`%s` failed on %s (%d of %d)", f.Check, hit, len(f.Instances), f.Of))
+			parts = append(parts, fmt.Sprintf("%s failed on %s (%d of %d)", code(f.Check), hit, len(f.Instances), f.Of))
 		}
 		out = append(out, fmt.Sprintf("Flaky, %s: %s.", mdInline(issue), strings.Join(parts, "; ")))
 	}
@@ -426,26 +427,9 @@ func firstLine(s string) string {
 	return first
 }
 
-// cell escapes text for a table cell: "|" and line breaks would end the
-// cell or the row, "<" would start HTML and "$" math on GitHub.
-func cell(s string) string {
-	s = strings.NewReplacer("\\", "\\\\", "|", "\\|", "$", "\\$", "\r\n", "<br>", "\n", "<br>", "\r", "<br>", "<", "&lt;", ">", "&gt;", "`", "\\`", "*", "\\*", "_", "\\_").Replace(s)
-	return s
-}
-
-// code renders an identifier as inline code in a table cell.
-func code(s string) string {
-	if strings.ContainsAny(s, "`|\n") {
-		return cell(s)
-	}
-	return "`" + s + "`"
-}
-
-// mdInline escapes text that goes into running Markdown; GitHub reads a
-// pair of "$" as math.
-func mdInline(s string) string {
-	return strings.NewReplacer("\\", "\\\\", "$", "\\$", "<", "&lt;", ">", "&gt;", "*", "\\*", "_", "\\_", "`", "\\`", "[", "\\[", "]", "\\]", "|", "\\|").Replace(s)
-}
-
-// oneParagraph folds whitespace, so a YAML block scalar reads as one line.
-func oneParagraph(s string) string { return strings.Join(strings.Fields(s), " ") }
+// cell, code, mdInline and oneParagraph are package markdown's, the one
+// escaping helper of the Markdown pages.
+func cell(s string) string         { return markdown.Cell(s) }
+func code(s string) string         { return markdown.Code(s) }
+func mdInline(s string) string     { return markdown.Inline(s) }
+func oneParagraph(s string) string { return markdown.Paragraph(s) }

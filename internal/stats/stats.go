@@ -4,7 +4,6 @@
 package stats
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"sort"
 	"text/tabwriter"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -36,13 +36,15 @@ type Entry struct {
 
 // Read makes the ledger entry of one run directory.
 func Read(root string) (Entry, error) {
+	d := &rundir.Dir{Root: root}
+	defer d.Close()
 	var v rundir.Verdict
-	if err := rundir.ReadJSON(filepath.Join(root, "verdict.json"), &v); err != nil {
+	if err := d.ReadJSONFile("verdict.json", &v); err != nil {
 		return Entry{}, err
 	}
 	e := Entry{RunID: v.RunID, Dir: root, Experiment: v.Experiment.ID, Version: v.Experiment.Version, SHA256: v.Experiment.SHA256, Adapter: v.Adapter.ID, Verdict: v.Verdict, Flaky: v.Flaky}
 	var m rundir.Manifest
-	if rundir.ReadJSON(filepath.Join(root, "manifest.json"), &m) == nil {
+	if d.ReadJSONFile("manifest.json", &m) == nil {
 		e.Seed, e.Harness = m.Seed, m.Harness.Version
 		if e.RunID == "" {
 			e.RunID = m.RunID
@@ -82,7 +84,11 @@ func Collect(paths []string) ([]Entry, error) {
 				return filepath.SkipDir
 			}
 			if _, err := os.Stat(filepath.Join(path, "verdict.json")); err == nil {
-				if e, err := Read(path); err == nil {
+				e, err := Read(path)
+				if rundir.IsEscape(err) {
+					return err
+				}
+				if err == nil {
 					out = append(out, e)
 				}
 				return filepath.SkipDir
@@ -337,19 +343,13 @@ func Append(runsDir string, e Entry) error {
 
 // ReadLedger reads a ledger file; a torn line is skipped.
 func ReadLedger(path string) ([]Entry, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	var out []Entry
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	for sc.Scan() {
+	err := rundir.ScanFile(path, limits.MaxJSONLBytes, limits.MaxLineBytes, func(_ int, b []byte) error {
 		var e Entry
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.RunID != "" {
+		if json.Unmarshal(b, &e) == nil && e.RunID != "" {
 			out = append(out, e)
 		}
-	}
-	return out, sc.Err()
+		return nil
+	})
+	return out, err
 }

@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/manifest"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
 )
@@ -107,12 +108,25 @@ func (ev *evaluator) runWorkloadChecks() {
 
 func (ev *evaluator) workloadCheck(w *experiment.Workload, inst string, c *experiment.Check, id string) outcome {
 	out := ev.d.OutputDir(w.Name, inst)
+	if !manifest.ValidName(w.Name) || !manifest.ValidName(inst) {
+		// The timeline reader refuses such names; never make a path of one.
+		msg := fmt.Sprintf("instance %q of workload %q is not a valid name", inst, w.Name)
+		return outcome{err: msg, detail: msg}
+	}
+	relOut := path.Join("workloads", w.Name, "instances", inst, "output")
 	switch c.Kind {
 	case experiment.CheckExitCode:
-		return ev.exitCodeCheck(out, inst, c)
+		return ev.exitCodeCheck(relOut, inst, c)
 	case experiment.CheckShell:
+		if ev.opt.RefuseExperimentShell {
+			return ev.refused()
+		}
 		dir := out
-		if st, err := os.Stat(out); err != nil || !st.IsDir() {
+		st, err := ev.d.Stat(relOut)
+		if rundir.IsEscape(err) {
+			return outcome{err: err.Error(), detail: err.Error()}
+		}
+		if err != nil || !st.IsDir() {
 			dir = ev.d.Root
 		}
 		env := buildEnv(ev.opt.Env, ev.x.Env, w.Env)
@@ -146,6 +160,9 @@ func (ev *evaluator) runExperimentChecks() {
 		ev.check(r, func() outcome {
 			switch c.Kind {
 			case experiment.CheckShell:
+				if ev.opt.RefuseExperimentShell {
+					return ev.refused()
+				}
 				env := append(buildEnv(ev.opt.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root, "CHAOS_RUN_ID="+ev.v.RunID)
 				return ev.script(r.ID, c.Run, ev.d.Root, env, c.Timeout.D())
 			case experiment.CheckEvent:
@@ -171,6 +188,9 @@ func (ev *evaluator) runAdapterChecks() {
 			Check: s.Name,
 		}
 		ev.check(r, func() outcome {
+			if ev.opt.RefuseAdapterChecks {
+				return ev.refused()
+			}
 			env := append(buildEnv(ev.opt.Env, ev.a.Env, ev.x.Env), "CHAOS_RUN_DIR="+ev.d.Root, "CHAOS_RUN_ID="+ev.v.RunID)
 			return ev.script(r.ID, s.Run, ev.d.Root, env, s.Timeout.D())
 		})
@@ -194,13 +214,23 @@ func buildEnv(base []string, maps ...map[string]string) []string {
 	return env
 }
 
-// exitCodeCheck reads output/.chaos/exit_code.
+// refused is the outcome of a script check that was not run.
+func (ev *evaluator) refused() outcome {
+	msg := ev.opt.Refusal
+	if msg == "" {
+		msg = "not run: the script comes from an untrusted run directory"
+	}
+	return outcome{err: msg, detail: msg}
+}
+
+// exitCodeCheck reads output/.chaos/exit_code (out is relative to the run
+// directory).
 func (ev *evaluator) exitCodeCheck(out, inst string, c *experiment.Check) outcome {
 	want := 0
 	if c.Equals != nil {
 		want = *c.Equals
 	}
-	data, err := os.ReadFile(filepath.Join(out, ".chaos", "exit_code"))
+	data, err := ev.d.ReadFile(path.Join(out, ".chaos", "exit_code"), limits.MaxSmallFileBytes)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		msg := fmt.Sprintf("cannot read .chaos/exit_code: %v", err)
 		return outcome{err: msg, detail: msg}

@@ -1,10 +1,11 @@
 package verdict
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -28,11 +30,11 @@ func (ev *evaluator) scrapes(source string) ([]rundir.Scrape, string, error) {
 		}
 		name = n
 	} else if name == "" {
-		files, _ := filepath.Glob(ev.d.Path("system", "metrics", "*.jsonl"))
+		files, _ := ev.d.Glob("system/metrics/*.jsonl")
 		if len(files) != 1 {
 			return nil, "", fmt.Errorf("no adapter to say which metrics to read, and the run has %d metrics files", len(files))
 		}
-		name = strings.TrimSuffix(filepath.Base(files[0]), ".jsonl")
+		name = strings.TrimSuffix(path.Base(files[0]), ".jsonl")
 	}
 	if ev.scrapeCache == nil {
 		ev.scrapeCache = map[string][]rundir.Scrape{}
@@ -40,8 +42,8 @@ func (ev *evaluator) scrapes(source string) ([]rundir.Scrape, string, error) {
 	if s, ok := ev.scrapeCache[name]; ok {
 		return s, name, nil
 	}
-	s, err := rundir.ReadScrapes(ev.d.Path("system", "metrics", name+".jsonl"))
-	if err != nil && !os.IsNotExist(err) {
+	s, err := ev.d.ReadScrapes(name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, name, err
 	}
 	ev.scrapeCache[name] = s
@@ -314,10 +316,13 @@ func (ev *evaluator) familiesNeverSeen() []string {
 	if len(ev.x.Metrics) == 0 {
 		return nil
 	}
-	files, _ := filepath.Glob(ev.d.Path("system", "metrics", "*.jsonl"))
+	files, _ := ev.d.Glob("system/metrics/*.jsonl")
+	if len(files) > limits.MaxSources {
+		files = files[:limits.MaxSources]
+	}
 	seen := map[string]bool{}
 	for _, f := range files {
-		scrapes, _ := rundir.ReadScrapes(f)
+		scrapes, _ := ev.d.ReadScrapes(strings.TrimSuffix(path.Base(f), ".jsonl"))
 		for _, sc := range scrapes {
 			for name := range sc.Families {
 				seen[name] = true

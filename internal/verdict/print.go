@@ -1,9 +1,10 @@
 package verdict
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"time"
@@ -99,7 +100,9 @@ func printDetail(w io.Writer, v *rundir.Verdict, detail string) {
 
 // WriteEvaluation writes v to evaluations/<UTC time>-<experiment
 // sha256[:12]>.json in the run directory and returns the path. It never
-// touches verdict.json, and never overwrites an earlier evaluation.
+// touches verdict.json, never overwrites an earlier evaluation, and never
+// writes outside the run directory (an evaluations/ that is a symlink out
+// of it is refused).
 func WriteEvaluation(d *rundir.Dir, v *rundir.Verdict) (string, error) {
 	at := v.Evaluated
 	if at.IsZero() {
@@ -109,11 +112,14 @@ func WriteEvaluation(d *rundir.Dir, v *rundir.Verdict) (string, error) {
 	if len(sha) > 12 {
 		sha = sha[:12]
 	}
-	if sha == "" {
+	if sha == "" || !isHex(sha) {
 		sha = "unknown"
 	}
-	dir := d.EvaluationsDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := d.MkdirAll("evaluations"); err != nil {
+		return "", err
+	}
+	data, err := rundir.MarshalJSON(v)
+	if err != nil {
 		return "", err
 	}
 	base := at.UTC().Format("20060102T150405Z") + "-" + sha
@@ -122,20 +128,29 @@ func WriteEvaluation(d *rundir.Dir, v *rundir.Verdict) (string, error) {
 		if n > 1 {
 			name = fmt.Sprintf("%s-%d.json", base, n)
 		}
-		path := filepath.Join(dir, name)
+		rel := "evaluations/" + name
 		// Reserve the name, so two evaluations in the same second both stay.
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if os.IsExist(err) {
+		f, err := d.CreateExclusive(rel)
+		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
 			return "", err
 		}
 		f.Close()
-		if err := rundir.WriteJSON(path, v); err != nil {
-			os.Remove(path)
+		if err := d.WriteFile(rel, data); err != nil {
+			d.Remove(rel)
 			return "", err
 		}
-		return path, nil
+		return filepath.Join(d.EvaluationsDir(), name), nil
 	}
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,14 +1,14 @@
 package verdict
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 // ProgressFile is where the engine records, per instance, the size of each
@@ -27,21 +27,26 @@ func (ev *evaluator) stallCheck(c *experiment.Check, workload, inst string) outc
 	var what string
 	if c.File != "" {
 		what = "file " + c.File
-		f, err := os.Open(filepath.Join(ev.d.InstanceDir(workload, inst), ProgressFile))
-		if err != nil {
+		rel := path.Join("workloads", workload, "instances", inst, ProgressFile)
+		if _, err := ev.d.Stat(rel); err != nil {
+			if rundir.IsEscape(err) {
+				return outcome{err: err.Error(), detail: err.Error()}
+			}
 			return outcome{detail: fmt.Sprintf("no progress was recorded for %s (%s missing)", c.File, ProgressFile)}
 		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
+		err := ev.d.Lines(rel, limits.MaxJSONLBytes, limits.MaxLineBytes, func(_ int, b []byte) error {
 			var p struct {
 				T    float64 `json:"t"`
 				File string  `json:"file"`
 				Size float64 `json:"size"`
 			}
-			if json.Unmarshal(sc.Bytes(), &p) == nil && p.File == c.File {
+			if json.Unmarshal(b, &p) == nil && p.File == c.File && rundir.CheckSeconds(p.T) == nil {
 				pts = append(pts, point{p.T, p.Size})
 			}
+			return nil
+		})
+		if err != nil {
+			return outcome{err: err.Error(), detail: err.Error()}
 		}
 	} else {
 		what = "metric " + c.Family + formatLabels(c.Labels)

@@ -70,6 +70,17 @@ type Options struct {
 	Record func(name string, fields ...rundir.Field)
 	// Now gives the evaluation time (time.Now when nil).
 	Now func() time.Time
+
+	// RefuseExperimentShell, when set, does not run the experiment's shell
+	// checks (workload and experiment scope), and RefuseAdapterChecks the
+	// adapter's checks (all of them are scripts): each gets the result
+	// error with Refusal as its detail. chaos evaluate sets them when the
+	// scripts come from the run directory itself, which could hold
+	// anyone's code. chaos run, which trusts its inputs, leaves them
+	// unset.
+	RefuseExperimentShell, RefuseAdapterChecks bool
+	// Refusal says why a check was not run and how to run it.
+	Refusal string
 }
 
 // Evaluate decides the verdict of the run in d with experiment x and adapter
@@ -91,14 +102,16 @@ func Evaluate(ctx context.Context, d *rundir.Dir, x *experiment.Experiment, a *a
 	if err != nil {
 		return nil, err
 	}
-	events, err := rundir.ReadTimeline(d.TimelineFile())
+	rd := &rundir.Dir{Root: root}
+	defer rd.Close()
+	events, err := rd.ReadTimeline()
 	var pathErr *fs.PathError
 	if err != nil && errors.As(err, &pathErr) {
 		return nil, fmt.Errorf("reading the timeline: %w", err)
 	}
 	ev := &evaluator{
 		ctx:    ctx,
-		d:      &rundir.Dir{Root: root},
+		d:      rd,
 		x:      x,
 		a:      a,
 		opt:    opt,
@@ -118,6 +131,12 @@ func Evaluate(ctx context.Context, d *rundir.Dir, x *experiment.Experiment, a *a
 	v.Experiment.ID, v.Experiment.Version, v.Experiment.File, v.Experiment.SHA256 = x.ID, x.Version, x.File, x.SHA256
 	if a != nil {
 		v.Adapter.ID, v.Adapter.File, v.Adapter.SHA256 = a.ID, a.File, a.SHA256
+	}
+	if rundir.IsRefused(err) {
+		// The timeline was refused whole (beyond the limits, or names
+		// that are not names): no check can be judged on it.
+		ev.finish()
+		return v, nil
 	}
 	ev.run()
 	return v, nil

@@ -546,9 +546,11 @@ func TestEvaluateEventChecks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ec := evalCase{build: events}
+			// The operations the where values name exist (validation
+			// refuses a where naming no operation of the experiment).
+			ec := evalCase{build: events, top: "operations:\n  - {name: gateway-down, uses: cut}\n  - {name: gateway-up, uses: cut}\n"}
 			if c.check != "" {
-				ec.top = "checks:\n  - name: e\n    kind: event\n    " + c.check + "\n"
+				ec.top += "checks:\n  - name: e\n    kind: event\n    " + c.check + "\n"
 			} else {
 				ec.wchecks = "      - name: e\n        kind: event\n        " + c.wcheck + "\n"
 			}
@@ -568,11 +570,12 @@ func TestEvaluateEventChecks(t *testing.T) {
 
 func TestEvaluateNearMissesAreBounded(t *testing.T) {
 	ec := evalCase{
-		top: "checks:\n  - name: e\n    kind: event\n    event: tick\n    where: {n: \"100\"}\n",
+		// An event the timeline has (validation refuses one it does not).
+		top: "checks:\n  - name: e\n    kind: event\n    event: repeat.round\n    where: {round: \"100\"}\n",
 		build: func(r *vt.Run) {
 			bothOK(r)
 			for i := 0; i < 8; i++ {
-				r.Event("tick", "n", i)
+				r.Event("repeat.round", "node", "flow", "round", i)
 			}
 		},
 	}

@@ -26,6 +26,7 @@ type Run struct {
 	T      testing.TB
 	Dir    *rundir.Dir
 	events []rundir.Event
+	raw    map[int][]string // lines written after the first n events
 	t      float64
 }
 
@@ -58,6 +59,16 @@ func (r *Run) Event(name string, kv ...any) *Run {
 		e.Fields = append(e.Fields, rundir.F(kv[i].(string), kv[i+1]))
 	}
 	r.events = append(r.events, e)
+	return r
+}
+
+// Raw appends a timeline line as it is, for runs that are not what the
+// engine writes (hostile or broken ones).
+func (r *Run) Raw(line string) *Run {
+	if r.raw == nil {
+		r.raw = map[int][]string{}
+	}
+	r.raw[len(r.events)] = append(r.raw[len(r.events)], line)
 	return r
 }
 
@@ -124,13 +135,19 @@ func (r *Run) File(rel, content string) *Run {
 func (r *Run) Write() *rundir.Dir {
 	r.T.Helper()
 	var b strings.Builder
-	for _, e := range r.events {
+	for i, e := range r.events {
+		for _, l := range r.raw[i] {
+			b.WriteString(l + "\n")
+		}
 		line, err := e.MarshalJSON()
 		if err != nil {
 			r.T.Fatal(err)
 		}
 		b.Write(line)
 		b.WriteByte('\n')
+	}
+	for _, l := range r.raw[len(r.events)] {
+		b.WriteString(l + "\n")
 	}
 	r.File("timeline.jsonl", b.String())
 	return r.Dir

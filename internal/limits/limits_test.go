@@ -1,0 +1,64 @@
+package limits
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mib(n int) string { return fmt.Sprintf("%d MiB", n>>20) }
+
+// runRows are the rows of the limits table of docs/run-directory.md, made
+// from the constants, so the docs cannot drift from the code.
+func runRows() []string {
+	return []string{
+		fmt.Sprintf("| `t` of an event, a scrape, a watcher line or a progress sample | a number within %d days of the run's start | the file is refused |", MaxRunSeconds/86400),
+		fmt.Sprintf("| size of `timeline.jsonl`, a metrics source, a watcher's file, `progress.jsonl`, the ledger | %s | the file is refused |", mib(MaxJSONLBytes)),
+		fmt.Sprintf("| one line of the timeline, a watcher's file, `progress.jsonl`, the ledger | %s | the file is refused |", mib(MaxLineBytes)),
+		fmt.Sprintf("| one line (one scrape) of a metrics source | %s | the file is refused |", mib(MaxScrapeLineBytes)),
+		fmt.Sprintf("| `manifest.json`, `verdict.json`, an evaluation, a `.types.json` | %s | the file is not read |", mib(MaxJSONBytes)),
+		fmt.Sprintf("| `experiment.yaml`, `adapter.yaml` | %s | the file is refused |", mib(MaxManifestBytes)),
+		fmt.Sprintf("| `.chaos/exit_code` | %d KiB | the check is ERROR |", MaxSmallFileBytes>>10),
+		fmt.Sprintf("| events in the timeline | %d | the timeline is refused |", MaxEvents),
+		fmt.Sprintf("| instances the timeline names | %d | the timeline is refused |", MaxRunInstances),
+		fmt.Sprintf("| scrapes of one metrics source | %d | the file is refused |", MaxScrapes),
+		fmt.Sprintf("| series of one metrics source | %d | the file is refused |", MaxSeries),
+		fmt.Sprintf("| metrics sources, watchers' files | %d | the run is refused (sources); the rest are left out, and said so (watchers) |", MaxSources),
+		fmt.Sprintf("| check results in `verdict.json` | %d | the run is refused |", MaxChecks),
+		fmt.Sprintf("| watcher lines gathered by `chaos evidence` | %d | the rest are left out, and the page says so |", MaxWatchLines),
+		fmt.Sprintf("| bars and milestones in `report.html`'s timeline | %d | the rest are left out, and the page says so |", MaxReportBars),
+		fmt.Sprintf("| operation bands across `report.html`'s rows and each chart | %d | the rest are left out, and the page says so |", MaxReportBands),
+		fmt.Sprintf("| files `report.html` lists | %d | the rest are left out, and the page says so |", MaxReportFiles),
+		fmt.Sprintf("| fault sections of `evidence.md` | %d | the rest are left out, and the page says so |", MaxEvidenceFaults),
+		fmt.Sprintf("| operation annotations of a dashboard | %d | the rest are left out, and its description says so |", MaxDashboardAnnotations),
+	}
+}
+
+// manifestRows are the rows of the limits table of docs/experiment.md.
+func manifestRows() []string {
+	return []string{
+		fmt.Sprintf("| size of a manifest file | %s |", mib(MaxManifestBytes)),
+		fmt.Sprintf("| `instances` of one workload | %d |", MaxInstancesPerWorkload),
+		fmt.Sprintf("| instances of all workloads together | %d |", MaxTotalInstances),
+		fmt.Sprintf("| rounds of repeats, nested repeats multiplied (a repeat without `times` counts `for` divided by its shortest round) | %d |", MaxRepeatRounds),
+		fmt.Sprintf("| the shortest round of a repeat without `times` (its delays, its signal waits' delays, the durations of the operations it applies) | at least %s |", MinRepeatRound),
+		fmt.Sprintf("| any duration | %s (%d days) |", strings.TrimSuffix(MaxDuration.String(), "0m0s"), MaxDuration/(24*time.Hour)),
+		fmt.Sprintf("| a trigger's `times` | %d |", MaxTriggerTimes),
+	}
+}
+
+func TestDocsListEveryLimit(t *testing.T) {
+	for file, rows := range map[string][]string{"../../docs/run-directory.md": runRows(), "../../docs/experiment.md": manifestRows()} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if !strings.Contains(string(data), r+"\n") {
+				t.Errorf("%s lacks the row\n%s", file, r)
+			}
+		}
+	}
+}

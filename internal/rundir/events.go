@@ -1,0 +1,99 @@
+package rundir
+
+import (
+	"slices"
+	"strings"
+)
+
+// EventSpec is one event the engine writes to timeline.jsonl: its name and
+// every field it can carry, in the order written.
+type EventSpec struct {
+	Name   string
+	Fields []string
+}
+
+// Events is the canonical list of the timeline's events, the one place
+// that names them: validation checks an event check's event and where keys
+// against it, and a test keeps docs/run-directory.md's tables of events
+// the same.
+var Events = []EventSpec{
+	{"run.started", []string{"experiment", "version", "seed", "adapter", "run_id"}},
+	{"run.error", []string{"error"}},
+	{"flow.skipped", []string{"reason"}},
+	{"run.aborted", []string{"signal"}},
+	{"run.finished", []string{"verdict"}},
+	{"run.na", []string{"reasons", "reason"}},
+
+	{"target.started", []string{"target", "pid", "ids"}},
+	{"target.restarted", []string{"target", "operation", "pid"}},
+	{"target.stopped", []string{"target"}},
+
+	{"check.started", []string{"scope", "instance", "check"}},
+	{"check.finished", []string{"scope", "instance", "check", "ok", "detail"}},
+
+	{"otlp.started", []string{"grpc", "http"}},
+	{"otlp.stopped", []string{"spans"}},
+	{"metrics.started", []string{"metrics", "url", "interval"}},
+	{"metrics.stopped", []string{"metrics", "scrapes", "failed"}},
+	{"watch.started", []string{"watch"}},
+	{"watch.died", []string{"watch", "attempt", "detail"}},
+	{"watch.restarted", []string{"watch", "attempt"}},
+	{"watch.stopped", []string{"watch"}},
+	{"signal.matched", []string{"signal", "watch", "line", "delay"}},
+
+	{"trigger.armed", []string{"operation", "trigger"}},
+	{"trigger.fired", []string{"operation", "fire", "on", "delay"}},
+	{"trigger.missed", []string{"operation", "trigger"}},
+	{"node.started", []string{"node", "kind", "name"}},
+	{"node.finished", []string{"node", "kind", "name", "ok", "error"}},
+	{"repeat.round", []string{"node", "round"}},
+
+	{"instance.state", []string{"workload", "instance", "state", "reason"}},
+	{"instance.created", []string{"workload", "instance", "system_id"}},
+	{"instance.timeout", []string{"workload", "instance", "timeout"}},
+	{"instance.stopping", []string{"workload", "instance", "reason"}},
+	{"instance.collected", []string{"workload", "instance", "exit_code"}},
+	{"instance.deleted", []string{"workload", "instance"}},
+
+	{"operation.started", []string{"operation", "uses", "run", "target", "scope", "instances", "ids", "duration"}},
+	{"crash-loop.kill", []string{"operation", "target", "phase", "id", "pid"}},
+	{"operation.finished", []string{"operation", "uses", "run"}},
+	{"operation.reverted", []string{"operation", "uses", "run", "when"}},
+
+	{"container.event", []string{"action", "container", "id", "role", "workload", "instance", "exit_code", "signal"}},
+	{"docker.events.error", []string{"error"}},
+	{"container.swept", []string{"containers"}},
+
+	{"settle.started", []string{"duration"}},
+	{"processes.leaked", []string{"count"}},
+}
+
+// EventNames lists the names of Events, in order.
+func EventNames() []string {
+	out := make([]string, len(Events))
+	for i, e := range Events {
+		out[i] = e.Name
+	}
+	return out
+}
+
+// Event returns the spec of the named event, or nil.
+func EventSpecOf(name string) *EventSpec {
+	for i := range Events {
+		if Events[i].Name == name {
+			return &Events[i]
+		}
+	}
+	return nil
+}
+
+// HasField reports whether the event can carry the field.
+func (s *EventSpec) HasField(f string) bool { return slices.Contains(s.Fields, f) }
+
+// FieldList renders the fields as `a`, `b` and `c` for messages.
+func (s *EventSpec) FieldList() string {
+	if len(s.Fields) == 0 {
+		return "no fields"
+	}
+	return strings.Join(s.Fields, ", ")
+}
