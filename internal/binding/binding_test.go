@@ -63,6 +63,7 @@ targets:
   db: {type: container, container: db}
 roles:
   supervisor: {type: pod}
+  agent: {type: process}
 `),
 	"hooks": doc(`
 apiVersion: chaos/v1alpha1
@@ -431,7 +432,7 @@ flow:
 `), reasons: []string{
 		"operation r: restart on role supervisor: the adapter lists only kill for it",
 	}},
-	{name: "role on a backend other than docker is n/a", adapter: "pods", status: NA, experiment: doc(`
+	{name: "a pod role on kubernetes is valid", adapter: "pods", status: Valid, experiment: doc(`
 apiVersion: chaos/v1alpha1
 id: t
 workloads:
@@ -444,8 +445,22 @@ flow:
   parallel:
     - counter
     - k
+`)},
+	{name: "a role of a kind the backend has no roles of is n/a", adapter: "pods", status: NA, experiment: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - name: counter
+    instances: 3
+    run: echo
+operations:
+  - {name: k, uses: kill, target: {workload: counter, role: agent}}
+flow:
+  parallel:
+    - counter
+    - k
 `), reasons: []string{
-		"operation k: roles inside instances need the docker backend; pods is kubernetes",
+		"operation k: kill on role agent: the role is a process; on kubernetes, roles are container, pod",
 	}},
 	{name: "select count above one on a named target", adapter: "proc", status: Invalid, experiment: doc(`
 apiVersion: chaos/v1alpha1

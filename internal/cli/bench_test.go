@@ -33,7 +33,7 @@ func BenchmarkValidateManyKeys(b *testing.B) {
 	for _, n := range []int{1000, 10000, 80000} {
 		file := manyEnvKeys(b, n)
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
-			s := &streams{out: io.Discard, err: io.Discard}
+			s := &streams{out: io.Discard, err: io.Discard, st: &State{}}
 			for i := 0; i < b.N; i++ {
 				if !validateFile(s, file, "local", "", false, nil) {
 					b.Fatal("invalid")
@@ -51,7 +51,7 @@ func TestValidateIsLinearInKeys(t *testing.T) {
 	}
 	timeOf := func(n int) time.Duration {
 		file := manyEnvKeys(t, n)
-		s := &streams{out: io.Discard, err: io.Discard}
+		s := &streams{out: io.Discard, err: io.Discard, st: &State{}}
 		best := time.Hour
 		for i := 0; i < 3; i++ {
 			start := time.Now()

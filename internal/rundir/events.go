@@ -56,13 +56,19 @@ var Events = []EventSpec{
 	{"instance.deleted", []string{"workload", "instance"}},
 
 	{"operation.started", []string{"operation", "uses", "run", "target", "scope", "instances", "ids", "duration"}},
-	{"crash-loop.kill", []string{"operation", "target", "phase", "id", "pid"}},
+	{"crash-loop.kill", []string{"operation", "target", "phase", "id"}},
 	{"operation.finished", []string{"operation", "uses", "run"}},
 	{"operation.reverted", []string{"operation", "uses", "run", "when"}},
 
 	{"container.event", []string{"action", "container", "id", "role", "workload", "instance", "exit_code", "signal"}},
 	{"docker.events.error", []string{"error"}},
 	{"container.swept", []string{"containers"}},
+	{"container.watchdog", []string{"instance", "id", "lost"}},
+
+	{"namespace.created", []string{"namespace"}},
+	{"pod.event", []string{"kind", "object", "reason", "message"}},
+	{"controller.scaled", []string{"target", "controller", "replicas", "was"}},
+	{"kubernetes.swept", []string{"namespace", "objects"}},
 
 	{"settle.started", []string{"duration"}},
 	{"processes.leaked", []string{"count"}},

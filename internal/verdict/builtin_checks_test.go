@@ -17,8 +17,9 @@ import (
 func TestBuiltinAdapterChecksNeedTheirEvidence(t *testing.T) {
 	const xYAML = "apiVersion: chaos/v1alpha1\nid: e\nworkloads: [{name: w, run: 'true'}]\nflow: w\n"
 	good := map[string]map[string]string{
-		"docker": {"system/containers.json": "[]\n"},
-		"local":  {"system/leaked-processes.txt": "", "system/frozen-processes.txt": ""},
+		"docker":     {"system/containers.json": "[]\n"},
+		"local":      {"system/leaked-processes.txt": "", "system/frozen-processes.txt": ""},
+		"kubernetes": {"system/pods.json": "[]\n"},
 	}
 	for id, files := range good {
 		a := adapter.Builtins()[id]

@@ -34,7 +34,7 @@ func TestCheckAdapter(t *testing.T) {
 		want       string
 	}{
 		{"unknown backend", "apiVersion: chaos/v1alpha1\nid: a\nbackend: dokcer\n",
-			`a.yaml:3:10: backend: unknown backend "dokcer"; this build has docker, hooks, process (did you mean "docker"?)`},
+			`a.yaml:3:10: backend: unknown backend "dokcer"; this build has docker, hooks, kubernetes, process (did you mean "docker"?)`},
 		{"hooks backend without hooks", "apiVersion: chaos/v1alpha1\nid: a\nbackend: hooks\n",
 			"a.yaml:1:1: instance: the hooks backend needs instance hooks: create and state at least"},
 		{"a known backend", "apiVersion: chaos/v1alpha1\nid: a\nbackend: process\n", ""},

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,21 @@ type Harness struct {
 	// target, a role) running a script that appends a line to a file every
 	// 50 ms; lines reads that file's line count.
 	NewHandle func(t *testing.T) (h backend.Handle, lines func() int)
+	// Unsupported are the faults the backend cannot apply to instances
+	// (and handles); their primitives must say ErrUnsupported.
+	Unsupported []string
+	// Patience bounds each wait for an effect (default 30 s): a backend
+	// whose system restarts things on its own schedule needs more.
+	Patience time.Duration
+}
+
+func (h Harness) supports(fault string) bool { return !slices.Contains(h.Unsupported, fault) }
+
+func (h Harness) patience() time.Duration {
+	if h.Patience > 0 {
+		return h.Patience
+	}
+	return 30 * time.Second
 }
 
 // recorder keeps an instance's states and wakes waiters on each change.
@@ -83,10 +99,13 @@ func (r *recorder) last() (string, string) {
 	return r.states[len(r.states)-1], r.reasons[len(r.reasons)-1]
 }
 
+// patience is how long waitFor waits; the suite sets it from the harness.
+var patience = 30 * time.Second
+
 // waitFor waits until the states recorded satisfy ok.
 func (r *recorder) waitFor(t *testing.T, what string, ok func([]string) bool) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(patience)
 	for {
 		r.mu.Lock()
 		got, ch := append([]string(nil), r.states...), r.changed
@@ -188,6 +207,7 @@ func done(inst backend.Instance, limit time.Duration) bool {
 // Run runs the suite.
 func Run(t *testing.T, h Harness) {
 	ctx := context.Background()
+	patience = h.patience()
 
 	t.Run("a short instance shows every state and its exit code", func(t *testing.T) {
 		b := h.New(t)
@@ -306,6 +326,9 @@ func Run(t *testing.T, h Harness) {
 			{Fault: experiment.FaultRestart, Grace: 5 * time.Second},
 			{Fault: experiment.FaultOutage, Duration: 300 * time.Millisecond},
 		} {
+			if !h.supports(op.Fault) {
+				continue
+			}
 			b := h.New(t)
 			inst, rec, out := h.create(t, b, "", `n=$(cat n 2>/dev/null || echo 0); echo $((n + 1)) > n; sleep 60`)
 			rec.waitFor(t, "Running", func(s []string) bool { return count(s, "Running") == 1 })
@@ -327,7 +350,7 @@ func Run(t *testing.T, h Harness) {
 				t.Fatalf("%s closed Done", op.Fault)
 			default:
 			}
-			deadline := time.Now().Add(10 * time.Second)
+			deadline := time.Now().Add(patience)
 			for strings.TrimSpace(read(t, inst, out, "n")) != "2" || lines(read(t, inst, out, ".chaos/attempts")) != 2 {
 				if time.Now().After(deadline) {
 					t.Fatalf("after %s: n=%q attempts=%q: the output dir must be kept and the script started again", op.Fault, read(t, inst, out, "n"), read(t, inst, out, ".chaos/attempts"))
@@ -339,6 +362,9 @@ func Run(t *testing.T, h Harness) {
 	})
 
 	t.Run("a crash loop kills three times and leaves it running", func(t *testing.T) {
+		if !h.supports(experiment.FaultCrashLoop) {
+			t.Skipf("the backend has no crash loop on instances (Unsupported)")
+		}
 		b := h.New(t)
 		inst, rec, out := h.create(t, b, "", `sleep 60`)
 		rec.waitFor(t, "Running", func(s []string) bool { return count(s, "Running") == 1 })
@@ -358,6 +384,9 @@ func Run(t *testing.T, h Harness) {
 	})
 
 	t.Run("kill while down ends it", func(t *testing.T) {
+		if !h.supports(experiment.FaultRestartInPlace) {
+			t.Skipf("the backend cannot take an instance down in place (Unsupported)")
+		}
 		b := h.New(t)
 		inst, rec, _ := h.create(t, b, "", `sleep 60`)
 		rec.waitFor(t, "Running", func(s []string) bool { return count(s, "Running") == 1 })
@@ -380,6 +409,12 @@ func Run(t *testing.T, h Harness) {
 		inst, rec, out := h.create(t, b, "", `while true; do echo . >> ticks; sleep 0.05; done`)
 		rec.waitFor(t, "Running", func(s []string) bool { return count(s, "Running") == 1 })
 		waitFile(t, inst, out, "ticks")
+		if !h.supports(experiment.FaultFreeze) {
+			if err := inst.Freeze(ctx); !errors.Is(err, backend.ErrUnsupported) {
+				t.Fatalf("Freeze on a backend without freeze: %v, want ErrUnsupported", err)
+			}
+			return
+		}
 		checkFreeze(t, inst, func() int { return lines(read(t, inst, out, "ticks")) })
 		inst.Kill(ctx)
 	})
@@ -405,8 +440,9 @@ func Run(t *testing.T, h Harness) {
 		if e.back != 3 {
 			t.Fatalf("back %d times, want 3", e.back)
 		}
-		// Down stops it for real; Up brings it back.
-		if err := hd.Down(ctx, backend.Down{}); err != nil {
+		// Down held (as an outage does) stops it for real, even where
+		// something would bring it back by itself; Up brings it back.
+		if err := hd.Down(ctx, backend.Down{Hold: true}); err != nil {
 			t.Fatal(err)
 		}
 		n := ticks()
@@ -421,6 +457,12 @@ func Run(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 		waitTicks(t, ticks, n+2)
+		if !h.supports(experiment.FaultFreeze) {
+			if err := hd.Freeze(ctx); !errors.Is(err, backend.ErrUnsupported) {
+				t.Fatalf("Freeze on a backend without freeze: %v, want ErrUnsupported", err)
+			}
+			return
+		}
 		checkFreeze(t, hd, ticks)
 	})
 }
@@ -447,7 +489,7 @@ func checkFreeze(t *testing.T, h backend.Handle, ticks func() int) {
 
 func waitTicks(t *testing.T, ticks func() int, n int) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(patience)
 	for ticks() < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d ticks, waited for %d", ticks(), n)

@@ -90,7 +90,7 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 	never := o.restartPolicy == "Never"
 	switch {
 	case fault == experiment.FaultFreeze:
-		return "Kubernetes cannot pause a pod; no freeze"
+		return "a pod has no freeze"
 	case on == backend.OnInstances || k == backend.Container:
 		switch fault {
 		case experiment.FaultKill:
