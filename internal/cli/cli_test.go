@@ -110,7 +110,7 @@ func TestValidateInvalid(t *testing.T) {
 
 	unknown := filepath.Join(dir, "unknown-adapter.yaml")
 	code, out, _ := chaos(t, "validate", unknown)
-	if code != 2 || !strings.HasPrefix(out, "invalid  unknown-adapter on lcoal\n  "+unknown+`:3:18: default-adapter: no adapter "lcoal": it is not built in`) || !strings.HasSuffix(out, "known adapters: docker, local (did you mean \"local\"?)\n") {
+	if code != 2 || !strings.HasPrefix(out, "invalid  unknown-adapter on lcoal\n  "+unknown+`:3:18: default-adapter: no adapter "lcoal": it is not built in`) || !strings.HasSuffix(out, "known adapters: docker, kubernetes, local (did you mean \"local\"?)\n") {
 		t.Errorf("unknown adapter: exit %d\n%s", code, out)
 	}
 
@@ -140,6 +140,7 @@ func TestValidateAllAdapters(t *testing.T) {
 		"valid    hello-world on openshell-docker\n"+
 		"valid    hello-world on openshell-kubernetes\n"+
 		"valid    hello-world on docker\n"+
+		"valid    hello-world on kubernetes\n"+
 		"valid    hello-world on local\n", "",
 		"validate", "--all-adapters", hello)
 	// Across every adapter, one that lacks what the experiment names is one
@@ -148,6 +149,7 @@ func TestValidateAllAdapters(t *testing.T) {
 		"valid    sandbox-stop-start on openshell-docker\n"+
 		"n/a      sandbox-stop-start on openshell-kubernetes: signal reconcile-sweep is unavailable on openshell-kubernetes: the Kubernetes driver exports no reconcile span\n"+
 		"n/a      sandbox-stop-start on docker: \"openshell-sandbox-restart\" is neither a built-in fault ("+strings.Join(experiment.Faults, ", ")+") nor an operation of adapter docker; adapter docker declares no signal \"reconcile-sweep\"\n"+
+		"n/a      sandbox-stop-start on kubernetes: \"openshell-sandbox-restart\" is neither a built-in fault ("+strings.Join(experiment.Faults, ", ")+") nor an operation of adapter kubernetes; adapter kubernetes declares no signal \"reconcile-sweep\"\n"+
 		"n/a      sandbox-stop-start on local: \"openshell-sandbox-restart\" is neither a built-in fault ("+strings.Join(experiment.Faults, ", ")+") nor an operation of adapter local; adapter local declares no signal \"reconcile-sweep\"\n", "",
 		"validate", "--all-adapters", stopStart)
 	// Against one adapter, the same names are errors: typos are caught.
@@ -165,8 +167,8 @@ func TestValidateAllAdapters(t *testing.T) {
 		"exp/kill.yaml":      "apiVersion: chaos/v1alpha1\nid: k\nworkloads:\n  - name: w\n    run: sleep 1\noperations:\n  - {name: k, uses: kill, target: {workload: w}}\nflow: {parallel: [w, k]}\n",
 	})
 	wantRun(t, 0, ""+
-		"valid    h on mine\nvalid    h on docker\nvalid    h on local\n"+
-		"valid    k on mine\nvalid    k on docker\nvalid    k on local\n", "",
+		"valid    h on mine\nvalid    h on docker\nvalid    h on kubernetes\nvalid    h on local\n"+
+		"valid    k on mine\nvalid    k on docker\nvalid    k on kubernetes\nvalid    k on local\n", "",
 		"validate", "--all-adapters", filepath.Join(dir, "exp/hello.yaml"), filepath.Join(dir, "exp/kill.yaml"))
 }
 
@@ -336,12 +338,13 @@ func TestAdapters(t *testing.T) {
 		"openshell-docker     docker     OpenShell on the Docker compute driver (" + docker + ")\n" +
 		"openshell-kubernetes kubernetes OpenShell on Kubernetes (" + kube + ")\n" +
 		"docker               docker     Docker containers (built in)\n" +
+		"kubernetes           kubernetes Kubernetes pods (built in)\n" +
 		"local                process    Local processes (built in)\n"
 	if code != 0 || out != want {
 		t.Errorf("adapters: exit %d\n got:\n%s\n want:\n%s", code, out, want)
 	}
 	code, out, _ = chaos(t, "adapters")
-	if code != 0 || out != "docker               docker     Docker containers (built in)\nlocal                process    Local processes (built in)\n" {
+	if code != 0 || out != "docker               docker     Docker containers (built in)\nkubernetes           kubernetes Kubernetes pods (built in)\nlocal                process    Local processes (built in)\n" {
 		t.Errorf("adapters with none found: exit %d\n%s", code, out)
 	}
 	local, err := os.ReadFile("../backend/local/local.yaml")

@@ -46,9 +46,9 @@ type Backend struct {
 
 	podFactory, eventFactory informers.SharedInformerFactory
 	stop                     chan struct{}
-	events   io.WriteCloser
-	eventsMu sync.Mutex
-	start    time.Time
+	events                   io.WriteCloser
+	eventsMu                 sync.Mutex
+	start                    time.Time
 
 	mu         sync.Mutex
 	instances  map[string]*instance // by pod name

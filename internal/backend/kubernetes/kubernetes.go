@@ -107,11 +107,11 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 
 // options are the backend's settings from the adapter's options map.
 type options struct {
-	kubeconfig    string
-	namespace     string
-	restartPolicy string
-	cpu, memory   resource.Quantity
-	memoryLimit   resource.Quantity
+	kubeconfig     string
+	namespace      string
+	restartPolicy  string
+	cpu, memory    resource.Quantity
+	memoryLimit    resource.Quantity
 	grace          int64
 	qps            float32
 	burst          int

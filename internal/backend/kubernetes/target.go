@@ -487,7 +487,9 @@ func (b *Backend) scale(ctx context.Context, ref controllerRef, replicas int32) 
 			return 0, err
 		}
 		labels = d.Labels
-		get = func() (*autoscalingv1.Scale, error) { return apps.Deployments(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{}) }
+		get = func() (*autoscalingv1.Scale, error) {
+			return apps.Deployments(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{})
+		}
 		update = func(s *autoscalingv1.Scale) error {
 			_, err := apps.Deployments(b.ns).UpdateScale(ctx, ref.name, s, metav1.UpdateOptions{})
 			return err
@@ -498,7 +500,9 @@ func (b *Backend) scale(ctx context.Context, ref controllerRef, replicas int32) 
 			return 0, err
 		}
 		labels = r.Labels
-		get = func() (*autoscalingv1.Scale, error) { return apps.ReplicaSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{}) }
+		get = func() (*autoscalingv1.Scale, error) {
+			return apps.ReplicaSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{})
+		}
 		update = func(s *autoscalingv1.Scale) error {
 			_, err := apps.ReplicaSets(b.ns).UpdateScale(ctx, ref.name, s, metav1.UpdateOptions{})
 			return err
@@ -509,7 +513,9 @@ func (b *Backend) scale(ctx context.Context, ref controllerRef, replicas int32) 
 			return 0, err
 		}
 		labels = s.Labels
-		get = func() (*autoscalingv1.Scale, error) { return apps.StatefulSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{}) }
+		get = func() (*autoscalingv1.Scale, error) {
+			return apps.StatefulSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{})
+		}
 		update = func(sc *autoscalingv1.Scale) error {
 			_, err := apps.StatefulSets(b.ns).UpdateScale(ctx, ref.name, sc, metav1.UpdateOptions{})
 			return err
