@@ -120,11 +120,15 @@ stop() { # name: TERM, wait up to 15 s, then KILL
   rm -f "$S/run/$1.pid"
   log "down: $1 stopped in $(elapsed "$t") s"
 }
-wait_for() { # seconds what cmd...
-  local secs=$1 what=$2; shift 2
+wait_for() { # seconds what cmd...: fails at once if a daemon started so far has died
+  local secs=$1 what=$2 f; shift 2
   local end=$((SECONDS + secs))
   until "$@" >/dev/null 2>&1; do
     if ((SECONDS >= end)); then log "up: timed out after ${secs}s waiting for $what; logs in $S/logs"; return 1; fi
+    for f in "$S"/run/*.pid; do
+      f=${f##*/}; f=${f%.pid}
+      pid_of "$f" >/dev/null || { log "up: $f died while waiting for $what; its log: $S/logs/$f.log"; return 1; }
+    done
     sleep 0.1
   done
 }
@@ -514,7 +518,8 @@ cmd_up() {
   start kubelet "$BIN/kubelet" --config="$S/conf/kubelet.yaml" --kubeconfig="$S/conf/kubelet.kubeconfig" \
     --root-dir="$S/kubelet" --cert-dir="$S/kubelet/pki" --hostname-override="$NODE" --node-ip="$NODE_IP" --v=1
   local common=(--kubeconfig="$S/kubeconfig" --authentication-kubeconfig="$S/kubeconfig"
-    --authorization-kubeconfig="$S/kubeconfig" --bind-address=127.0.0.1 --leader-elect=false)
+    --authorization-kubeconfig="$S/kubeconfig" --bind-address=127.0.0.1 --leader-elect=false
+    --kube-api-qps=200 --kube-api-burst=400) # defaults (scheduler 50, controllers 20/s) throttle scale tests
   start kube-scheduler "$BIN/kube-scheduler" "${common[@]}" --secure-port="$P_SCHED" --cert-dir="$S/certs/scheduler"
   start kube-controller-manager "$BIN/kube-controller-manager" "${common[@]}" --secure-port="$P_KCM" \
     --cert-dir="$S/certs/kcm" --use-service-account-credentials=false \
@@ -556,7 +561,8 @@ do_down() {
   #    netns, veths, mounts and shims the proper way
   if pid_of kube-apiserver >/dev/null && pid_of kubelet >/dev/null && [ -x "$BIN/kubectl" ]; then
     kctl delete deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs --all -A --wait=false >/dev/null 2>&1 || true
-    kctl delete pods --all -A --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 ||
+    # only the real node's pods have containers (kwok's fake ones go with etcd's data)
+    kctl delete pods -A --field-selector "spec.nodeName=$NODE" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 ||
       log "down: some pods did not go within 60 s; removing them by force"
     log "down: +$(elapsed "$t0")s pods deleted"
     # wait for kubelet to stop every sandbox (netns, veth and CNI rules go with them)
