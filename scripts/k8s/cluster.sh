@@ -563,7 +563,7 @@ do_down() {
     kctl delete deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs --all -A --wait=false >/dev/null 2>&1 || true
     # only the real node's pods have containers (kwok's fake ones go with etcd's data)
     kctl delete pods -A --field-selector "spec.nodeName=$NODE" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 ||
-      log "down: some pods did not go within 60 s; removing them by force"
+      log "down: some pods did not go within 60 s; their containers are killed below"
     log "down: +$(elapsed "$t0")s pods deleted"
     # wait for kubelet to stop every sandbox (netns, veth and CNI rules go with them)
     for ((t = 0; t < 100; t++)); do
@@ -575,9 +575,13 @@ do_down() {
   for c in kwok kube-controller-manager kube-scheduler kubelet kube-apiserver etcd; do stop "$c"; done
   # 3. whatever containers remain, then containerd and its shims
   if pid_of containerd >/dev/null; then
-    for t in $(ctrc tasks ls -q 2>/dev/null); do ctrc tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
-    sleep 0.5
-    for t in $(ctrc tasks ls -q 2>/dev/null); do ctrc tasks delete -f "$t" >/dev/null 2>&1 || true; done
+    local tasks
+    tasks=$(ctrc tasks ls -q 2>/dev/null)
+    if [ -n "$tasks" ]; then
+      for t in $tasks; do ctrc tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
+      sleep 0.5
+      for t in $(ctrc tasks ls -q 2>/dev/null); do ctrc tasks delete -f "$t" >/dev/null 2>&1 || true; done
+    fi
     for t in $(ctrc containers ls -q 2>/dev/null); do ctrc containers delete "$t" >/dev/null 2>&1 || true; done
   fi
   stop containerd
