@@ -153,11 +153,11 @@ cgroup_mounts() { awk '$9 == "cgroup" || $9 == "cgroup2" {print $5}' /proc/self/
 
 # --------------------------------------------------------------- images ----
 # The busybox image is the one `chaos build-image` builds for Docker
-# (internal/testimage): FROM scratch, /bin/busybox from busybox-static, its
+# (internal/backend/docker/image.go): FROM scratch, /bin/busybox from busybox-static, its
 # applets as symlinks in /bin, /tmp (1777) and /chaos/output, PATH=/bin,
 # CMD /bin/sh, and the same name chaos-test/busybox:<hash of Dockerfile and
-# binary>, so testimage.BusyboxRef() names it too.
-TESTIMAGE_GO=$REPO/internal/testimage/testimage.go
+# binary>, so the docker backend's BusyboxRef() names it too.
+TESTIMAGE_GO=$REPO/internal/backend/docker/image.go
 EXPECTED_DOCKERFILE='FROM scratch
 COPY busybox /bin/busybox
 RUN ["/bin/busybox", "sh", "-c", "/bin/busybox --install -s /bin && /bin/busybox mkdir -p /tmp /chaos/output && /bin/busybox chmod 1777 /tmp"]
@@ -171,7 +171,7 @@ image_refs() {
   df=$(sed -n '/^const Dockerfile = `/,/^`$/p' "$TESTIMAGE_GO" | sed '1s/^const Dockerfile = `//; $d'; echo x)
   df=${df%x}
   [ "$df" = "$EXPECTED_DOCKERFILE" ] ||
-    die "internal/testimage's Dockerfile changed; make mkimage in $0 build the same image, then update EXPECTED_DOCKERFILE"
+    die "internal/backend/docker/image.go's Dockerfile changed; make mkimage in $0 build the same image, then update EXPECTED_DOCKERFILE"
   BUSYBOX_IMAGE=chaos-test/busybox:$({ printf '%s\0' "$df"; cat /bin/busybox; } | sha256sum | cut -c1-16)
   PAUSE_IMAGE=chaos-test/pause:$({ printf 'pause\0%s\0' "$PAUSE_SCRIPT"; cat /bin/busybox; } | sha256sum | cut -c1-16)
 }
@@ -511,7 +511,10 @@ cmd_up() {
   step "containerd up"
   ctrc images import "$CACHE_ROOT/images/${PAUSE_IMAGE##*:}-pause.tar" >/dev/null
   ctrc images import "$CACHE_ROOT/images/${BUSYBOX_IMAGE##*:}-busybox.tar" >/dev/null
-  step "images imported: $BUSYBOX_IMAGE $PAUSE_IMAGE"
+  # The built-in kubernetes adapter's default image, as chaos build-image
+  # tags it for Docker.
+  ctrc images tag --force "docker.io/$BUSYBOX_IMAGE" docker.io/chaos/busybox:latest >/dev/null
+  step "images imported: $BUSYBOX_IMAGE (also chaos/busybox:latest) $PAUSE_IMAGE"
   wait_for 90 "kube-apiserver" curl -sf --cacert "$S/pki/ca.crt" "https://127.0.0.1:$P_API/readyz" \
     -H "Authorization: Bearer $(awk -F, '$3=="admin"{print $1}' "$S/pki/tokens.csv")" || return 1
   step "kube-apiserver ready (port $P_API)"

@@ -20,9 +20,9 @@ import (
 )
 
 // testImage is the busybox image the test cluster has imported
-// ($CHAOS_K8S_IMAGE from scripts/k8s/cluster.sh env), else the default.
+// ($CHAOS_K8S_BUSYBOX_IMAGE from scripts/k8s/cluster.sh env), else the default.
 func testImage() string {
-	if img := os.Getenv("CHAOS_K8S_IMAGE"); img != "" {
+	if img := os.Getenv("CHAOS_K8S_BUSYBOX_IMAGE"); img != "" {
 		return img
 	}
 	return DefaultImage
