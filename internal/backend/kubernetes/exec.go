@@ -56,16 +56,22 @@ func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string,
 // killScript signals every process of one container of a pod whose
 // containers share a process namespace: those whose cgroup path names the
 // container's id. A container's processes are all in its cgroup, whatever
-// they did to their process group or environment. It prints how many it
-// signalled.
-const killScript = `id=$1 sig=$2 n=0
+// they did to their process group or environment. They are stopped first
+// and continued last, so all get the signal together: a parent cannot see
+// its child die and exit by itself in between. It prints how many there
+// were.
+const killScript = `id=$1 sig=$2 pids=""
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   [ "$p" = "$$" ] && continue
-  grep -q "$id" "$d/cgroup" 2>/dev/null || continue
-  kill -"$sig" "$p" 2>/dev/null && n=$((n+1))
+  grep -q "$id" "$d/cgroup" 2>/dev/null && pids="$pids $p"
 done
-echo "$n"`
+[ -z "$pids" ] && { echo 0; exit 0; }
+kill -STOP $pids 2>/dev/null
+kill -"$sig" $pids 2>/dev/null
+kill -CONT $pids 2>/dev/null
+set -- $pids
+echo "$#"`
 
 // signalContainer sends sig (KILL, TERM) to every process of the container
 // with id cid in pod, from the container from (which must share the pod's

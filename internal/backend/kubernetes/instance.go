@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -38,9 +40,15 @@ const (
 	endMark = markDir + "/end"
 )
 
-// mainCommand runs the wrapper, unless the instance was killed for good
-// (then kubelet's restart of the container just sleeps).
-var mainCommand = []string{"/bin/sh", "-c", `[ -e ` + endMark + ` ] && exec sleep 2147483647; exec /bin/sh ` + binDir + `/wrapper.sh`}
+// mainCommand runs the wrapper and ends the container with status 0,
+// leaving the script's exit code in the termination message: so a script
+// that ends by itself, however it ends, is never restarted by kubelet, while
+// a container a fault kills is (with restartPolicy OnFailure). A container
+// restarted after the instance was killed for good just sleeps.
+var mainCommand = []string{"/bin/sh", "-c", `[ -e ` + endMark + ` ] && exec sleep 2147483647
+/bin/sh ` + binDir + `/wrapper.sh
+echo "$?" > /dev/termination-log
+exit 0`}
 
 // collectorCommand keeps the output readable after the script has ended.
 var collectorCommand = []string{"/bin/sh", "-c", `trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done`}
@@ -94,14 +102,8 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 }
 
 // ensureScripts makes the ConfigMap that holds the wrapper and the
-// workload's script, once per workload.
+// workload's script, once for each different pair (one per workload).
 func (b *Backend) ensureScripts(ctx context.Context, spec backend.InstanceSpec) (string, error) {
-	name := dnsName("ch", b.run.ID, spec.Workload)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.configMaps[name] {
-		return name, nil
-	}
 	wrapper, err := os.ReadFile(spec.Wrapper)
 	if err != nil {
 		return "", err
@@ -109,6 +111,13 @@ func (b *Backend) ensureScripts(ctx context.Context, spec backend.InstanceSpec) 
 	script, err := os.ReadFile(spec.Script)
 	if err != nil {
 		return "", err
+	}
+	sum := sha256.Sum256(append(append(wrapper, 0), script...))
+	name := dnsName("ch", b.run.ID, hex.EncodeToString(sum[:4]), spec.Workload)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.configMaps[name] {
+		return name, nil
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: b.labels(map[string]string{LabelWorkload: labelValue(spec.Workload)}), Annotations: b.owner},
@@ -255,19 +264,24 @@ func pendingReason(p *corev1.Pod, st *corev1.ContainerStatus) string {
 	return ""
 }
 
-// endState turns how the main container ended into a state and reason.
+// endState turns how the main container ended into a state and reason:
+// the script's exit code is in the termination message.
 func endState(t *corev1.ContainerStateTerminated, killed bool) (backend.State, string) {
+	code := int(t.ExitCode)
+	if n, err := strconv.Atoi(strings.TrimSpace(t.Message)); err == nil && t.ExitCode == 0 {
+		code = n
+	}
 	switch {
 	case t.Reason == "OOMKilled":
 		return backend.Failed, "OOMKilled"
 	case killed:
 		return backend.Failed, "Killed(SIGKILL)"
-	case t.ExitCode == 0:
+	case code == 0:
 		return backend.Succeeded, "ExitCode0"
 	case t.Signal != 0:
 		return backend.Failed, "Killed(" + strconv.Itoa(int(t.Signal)) + ")"
 	}
-	return backend.Failed, "ExitCode" + strconv.Itoa(int(t.ExitCode))
+	return backend.Failed, "ExitCode" + strconv.Itoa(code)
 }
 
 // observe applies one snapshot of the pod.
@@ -319,7 +333,9 @@ func (in *instance) observe(p *corev1.Pod) {
 					in.ran = true
 					report(backend.Running, "Started")
 				}
-				restarts := p.Spec.RestartPolicy == corev1.RestartPolicyAlways || (p.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && t.ExitCode != 0)
+				// Only a container a fault killed is restarted: the script's
+				// own end exits 0 (see mainCommand).
+				restarts := p.Spec.RestartPolicy == corev1.RestartPolicyOnFailure && t.ExitCode != 0
 				switch {
 				case in.killed || !restarts:
 					end(endState(t, in.killed))

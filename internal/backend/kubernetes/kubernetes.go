@@ -139,8 +139,9 @@ func parseOptions(m map[string]string) (options, error) {
 			}
 			o.namespace = v
 		case "restart-policy":
-			if !slices.Contains([]string{"Never", "OnFailure", "Always"}, v) {
-				err = fmt.Errorf("%q: expected Never, OnFailure or Always", v)
+			// Always would start an instance whose script ended again.
+			if !slices.Contains([]string{"Never", "OnFailure"}, v) {
+				err = fmt.Errorf("%q: expected Never or OnFailure", v)
 			}
 			o.restartPolicy = v
 		case "image-pull-policy":
