@@ -259,10 +259,15 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 		return "", err
 	}
 	e.sup = sup
+	// Every process the run starts from here on gets a cgroup of its own,
+	// where cgroup v2 can be used; otherwise the supervisor stays in
+	// process-group mode and says why (manifest.json, preflight).
+	_ = sup.EnableCgroups(e.runID)
 	e.runner = shell.Runner{Sup: sup}
 	e.setupEnv()
 	e.hub = observe.NewHub()
 	e.rec.Record("run.started", rundir.F("experiment", e.x.ID), rundir.F("version", e.x.Version), rundir.F("seed", e.seed), rundir.F("adapter", e.a.ID), rundir.F("run_id", e.runID))
+	e.noteProcesses()
 	// A receiver that cannot start (its port is taken) skips the flow like
 	// a failed preflight: the run still ends with a verdict.
 	otlpErr := e.startOTLP()
