@@ -141,8 +141,8 @@ func (e *engine) roleHandles(ctx context.Context, instance, role string) ([]back
 	return rf.Roles(ctx, instance, role)
 }
 
-// noteProcesses records in manifest.json how the run contains its
-// processes: cgroup or process-group mode, and why.
+// noteProcesses records in manifest.json how the run contains its processes
+// (cgroup or process-group mode, and why) and the ports it reserved.
 func (e *engine) noteProcesses() {
 	var m rundir.Manifest
 	if err := rundir.ReadJSON(e.dir.ManifestFile(), &m); err != nil {
@@ -150,6 +150,9 @@ func (e *engine) noteProcesses() {
 	}
 	mi := e.sup.ModeInfo()
 	m.Processes = &rundir.Processes{Mode: string(mi.Mode), Cgroup: mi.Cgroup, Reason: mi.Reason}
+	if len(e.ports.byName) > 0 {
+		m.Ports = e.ports.byName
+	}
 	if err := rundir.WriteJSON(e.dir.ManifestFile(), m); err != nil {
 		e.errorf("updating manifest.json: %v", err)
 	}

@@ -119,6 +119,10 @@ type engine struct {
 	states   stateHub
 	otlp     *otlp.Receiver
 	otlpOut  *os.File
+	// ports are the loopback ports reserved for the adapter's ports; locks
+	// the adapter's locks, held until the run ends.
+	ports *ports
+	locks []*os.File
 }
 
 type openedBackend struct {
@@ -264,9 +268,16 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 	// process-group mode and says why (manifest.json, preflight).
 	_ = sup.EnableCgroups(e.runID)
 	e.runner = shell.Runner{Sup: sup}
+	if e.ports, err = reservePorts(e.a.Ports); err != nil {
+		return "", err
+	}
 	e.setupEnv()
 	e.hub = observe.NewHub()
-	e.rec.Record("run.started", rundir.F("experiment", e.x.ID), rundir.F("version", e.x.Version), rundir.F("seed", e.seed), rundir.F("adapter", e.a.ID), rundir.F("run_id", e.runID))
+	started := []rundir.Field{rundir.F("experiment", e.x.ID), rundir.F("version", e.x.Version), rundir.F("seed", e.seed), rundir.F("adapter", e.a.ID), rundir.F("run_id", e.runID)}
+	if len(e.ports.byName) > 0 {
+		started = append(started, rundir.F("ports", e.ports.byName))
+	}
+	e.rec.Record("run.started", started...)
 	e.noteProcesses()
 	// A receiver that cannot start (its port is taken) skips the flow like
 	// a failed preflight: the run still ends with a verdict.
@@ -281,6 +292,8 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 	case otlpErr != nil:
 		e.errorf("%v", otlpErr)
 		return "the OTLP receiver did not start", nil
+	case !e.lockOK(ctx):
+		return "a lock the adapter declares was not acquired", nil
 	case !e.startOwnedTargets(ctx):
 		return "a target the run owns did not start", nil
 	case !e.preflight(ctx):
@@ -289,8 +302,11 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 	return "", nil
 }
 
-// tearDown closes the backends and the supervisor.
+// tearDown closes the backends and the supervisor, and gives back the
+// run's ports and locks.
 func (e *engine) tearDown() {
+	defer e.ports.release()
+	defer e.releaseLocks()
 	for i := len(e.opened) - 1; i >= 0; i-- {
 		if err := e.opened[i].b.Close(); err != nil {
 			e.rec.Logf("closing the %s backend: %v", e.opened[i].name, err)
@@ -642,7 +658,17 @@ func adapterDir(a *adapter.Adapter) string {
 // from: the harness's own, the adapter's and experiment's env maps, and the
 // run's CHAOS_* variables.
 func (e *engine) setupEnv() {
-	e.baseEnv = envvar.Set(envvar.Merge(e.cfg.Env, e.a.Env, e.x.Env),
+	portEnv := envvar.Set(nil, e.ports.env()...)
+	// The env maps may name the run's ports ($CHAOS_PORT_CLIENT).
+	expand := func(m map[string]string) map[string]string {
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			out[k] = adapter.ExpandPorts(v, portEnv)
+		}
+		return out
+	}
+	e.baseEnv = envvar.Set(envvar.Merge(e.cfg.Env, expand(e.a.Env), expand(e.x.Env)), e.ports.env()...)
+	e.baseEnv = envvar.Set(e.baseEnv,
 		"CHAOS_RUN_ID", e.runID,
 		"CHAOS_RUN_DIR", e.dir.Root,
 		"CHAOS_EXPERIMENT", e.x.ID,

@@ -117,6 +117,9 @@ type Manifest struct {
 	// Processes says how the run contained the processes it started on
 	// this machine; nil in runs made before it was recorded.
 	Processes *Processes `json:"processes,omitempty"`
+	// Ports are the free loopback ports the run allocated for the
+	// adapter's ports, by name.
+	Ports map[string]int `json:"ports,omitempty"`
 }
 
 // Processes is manifest.json's processes: the mode the run's process
