@@ -28,6 +28,9 @@ type instance struct {
 	p    *proc.Process
 	pid  int
 	down bool // taken down by Down; its exit is not its end
+	// killed is set when Kill killed the running instance: what of it is
+	// still there when it is deleted is dying, not left behind.
+	killed bool
 	// ended is set once, when Done is closed.
 	ended bool
 	done  chan struct{}
@@ -134,6 +137,9 @@ func (in *instance) Kill(ctx context.Context) error {
 		in.end(backend.Failed, "Killed(SIGKILL)")
 		return nil
 	}
+	in.mu.Lock()
+	in.killed = true
+	in.mu.Unlock()
 	// SIGKILL works on stopped and frozen processes too.
 	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
@@ -268,8 +274,11 @@ func (in *instance) Delete(ctx context.Context) error {
 		return in.Kill(ctx)
 	}
 	// What outlived the script: in its cgroup whatever it did, else in its
-	// group or carrying its marker.
-	if left, err := p.Members(); err == nil && len(left) > 0 && in.leaked != nil {
+	// group or carrying its marker. After a kill it is dying, not left.
+	in.mu.Lock()
+	killed := in.killed
+	in.mu.Unlock()
+	if left, err := p.Members(); err == nil && len(left) > 0 && in.leaked != nil && !killed {
 		in.leaked(in.spec.Name, left)
 	}
 	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
