@@ -353,8 +353,10 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancelClean()
 	e.cleanup(cleanCtx)
-	if reason := e.abortedBy(); reason != "" {
+	abortRecorded := false
+	if reason := e.abortNow(ctx); reason != "" {
 		e.rec.Record("run.aborted", rundir.F("signal", reason))
+		abortRecorded = true
 	}
 
 	e.finishManifest()
@@ -369,6 +371,15 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	if err != nil {
 		e.errorf("evaluating checks: %v", err)
 		return nil, err
+	}
+	// A signal while the checks ran aborts the run as much as one before:
+	// the checks that ran stand, the verdict is ERROR. This is the last
+	// moment a signal changes the run; the caller says what comes later.
+	if reason := e.abortNow(ctx); reason != "" && !abortRecorded {
+		e.rec.Record("run.aborted", rundir.F("signal", reason))
+		v.Aborted = true
+		v.Errors = append(v.Errors, fmt.Sprintf("the run was aborted (%s)", reason))
+		v.Verdict, v.ExitCode = rundir.VerdictError, rundir.ExitCode(rundir.VerdictError)
 	}
 	v.RunID = e.runID
 	e.redact.Verdict(v)
@@ -677,6 +688,17 @@ func (e *engine) setupEnv() {
 		"CHAOS_EXPERIMENT_DIR", filepath.Dir(absPath(e.x.File)),
 		"CHAOS_ADAPTER_DIR", adapterDir(e.a),
 	)
+}
+
+// abortNow is abortedBy, also taking a signal (ctx's end) that has come
+// but whose AfterFunc has not run yet.
+func (e *engine) abortNow(ctx context.Context) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.aborted == "" && ctx.Err() != nil {
+		e.aborted = abortReason(ctx)
+	}
+	return e.aborted
 }
 
 // abortedBy says what aborted the run, "" while it was not.
