@@ -211,3 +211,38 @@ flow: w
 		t.Error("the flow ran without its lock")
 	}
 }
+
+// TestHealthAnsweredByAnotherProcess: a target whose health check passes
+// while the process its start hook started has exited (another copy
+// answered on its port) is not the run's: the run is ERROR, saying so, and
+// the flow does not start.
+func TestHealthAnsweredByAnotherProcess(t *testing.T) {
+	out, events := runWith(t, `apiVersion: chaos/v1alpha1
+id: impostor
+backend: process
+targets:
+  server:
+    type: process
+    lifecycle: run
+    pid-file: $CHAOS_RUN_DIR/server.pid
+    # The server exits at once (its port is taken); the health check is
+    # answered anyway, as another copy on the same port would answer it.
+    start: |
+      sh -c 'exit 1' & echo $! > "$CHAOS_RUN_DIR/server.pid"; wait
+    health: "true"
+`, `apiVersion: chaos/v1alpha1
+id: impostor
+workloads:
+  - {name: w, run: "true"}
+flow: w
+`)
+	if out.Verdict.Verdict != rundir.VerdictError {
+		t.Fatalf("verdict %s, want ERROR", out.Verdict.Verdict)
+	}
+	if msg := strings.Join(out.Verdict.Errors, "\n"); !strings.Contains(msg, "health answered, but the target's process exited: is another copy running on the same port?") {
+		t.Errorf("errors %q do not say the health check was answered by another process", msg)
+	}
+	if len(find(events, "node.started")) != 0 {
+		t.Error("the flow started with a target that is not the run's")
+	}
+}
