@@ -388,3 +388,60 @@ func TestCgroupFreezeSeenFromOutside(t *testing.T) {
 	}
 	assertNoProcessesLeft(t, filepath.Base(dir))
 }
+
+// TestCleanupAfterAKilledRun kills chaos with SIGKILL while its workload
+// and a daemon the workload started with setsid env -i run. Nothing is
+// cleaned up then, and the daemon carries no marker: only the run's cgroup
+// tree still names it. chaos cleanup RUN kills everything in the tree,
+// says so, and removes the tree.
+func TestCleanupAfterAKilledRun(t *testing.T) {
+	t.Parallel()
+	info := needCgroups(t)
+	r := startChaos(t, "killed-run", filepath.Join("testdata", "process", "killed-run.yaml"))
+	dir := r.dir()
+	runID := filepath.Base(dir)
+	pidFile := filepath.Join(dir, "workloads", "w", "instances", "w-0", "output", "daemon.pid")
+	var pid int
+	deadline := time.Now().Add(20 * time.Second)
+	for pid == 0 {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the workload wrote no daemon.pid")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer func() { _ = exec.Command("kill", "-9", strconv.Itoa(pid)).Run() }()
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(10 * time.Second)
+	trees, _ := filepath.Glob(filepath.Join(info.Root, runID+".*"))
+	if len(trees) != 1 {
+		t.Fatalf("the killed run left cgroup trees %v, want one", trees)
+	}
+	if st, err := procState(pid); err != nil || st == 'Z' {
+		t.Fatalf("the daemon %d is gone before cleanup (%c, %v)", pid, st, err)
+	}
+	bin, err := exec.LookPath("chaos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "cleanup", "--backend", "process", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("chaos cleanup: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte(fmt.Sprintf("killed pid %d (/bin/sleep 300) of run %s (in cgroup ", pid, runID))) {
+		t.Errorf("chaos cleanup did not say it killed the daemon %d:\n%s", pid, out)
+	}
+	if st, err := procState(pid); err == nil && st != 'Z' {
+		t.Errorf("the daemon %d is alive (state %c) after chaos cleanup", pid, st)
+	}
+	if _, err := os.Stat(trees[0]); !os.IsNotExist(err) {
+		t.Errorf("chaos cleanup left the run's cgroup tree %s (%v)", trees[0], err)
+	}
+	if left := runProcesses(runID); len(left) > 0 {
+		t.Errorf("processes of the run left after chaos cleanup:\n%s", strings.Join(left, "\n"))
+	}
+}
