@@ -16,6 +16,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/chaos-harness/chaos/internal/cli"
+	"github.com/chaos-harness/chaos/internal/sigcatch"
 )
 
 // TestMain makes this test binary double as the chaos command: testscript
@@ -26,9 +27,8 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"chaos": func() {
-			dir, _ := os.Getwd()
-			os.Exit(cli.Main(cli.State{Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-				Env: os.Environ(), Dir: dir, Signals: cli.OSSignals}))
+			sigcatch.Start()
+			os.Exit(run())
 		},
 	})
 }

@@ -2,18 +2,40 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/chaos-harness/chaos/internal/cli"
+	"github.com/chaos-harness/chaos/internal/sigcatch"
 )
 
 func main() {
+	// SIGINT, SIGTERM and SIGHUP are caught from package sigcatch's init
+	// when the binary is named chaos; from here on whatever its name.
+	sigcatch.Start()
+	os.Exit(run())
+}
+
+func run() int {
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = "."
 	}
-	os.Exit(cli.Main(cli.State{
+	code := cli.Main(cli.State{
 		Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Env: os.Environ(), Dir: dir, Signals: cli.OSSignals,
-	}))
+		Env: os.Environ(), Dir: dir, Signals: cli.OSSignals, ReleaseSignals: cli.OSReleaseSignals,
+	})
+	return lateSignal(code)
+}
+
+// lateSignal makes the exit code 2 when a signal came after the command
+// had finished its work but before the process ended: a signal always
+// ends chaos with 2 (or by the signal itself, for commands that do not
+// handle signals).
+func lateSignal(code int) int {
+	if sigcatch.Finish() && code == 0 {
+		fmt.Fprintln(os.Stderr, "chaos: interrupted by a signal as it finished")
+		return cli.ExitError
+	}
+	return code
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -58,6 +59,14 @@ type Adapter struct {
 	// Options are settings of the backend the adapter names; each backend
 	// documents its own keys and rejects others when binding.
 	Options map[string]string `yaml:"options" json:"options,omitempty" jsonschema_description:"Settings of the backend: keys and values it documents (the kubernetes backend: namespace, restart-policy, ...)."`
+	// Ports name the loopback ports the system needs: each run gets a free
+	// one per name, as $CHAOS_PORT_<NAME>, so runs never collide.
+	Ports []string `yaml:"ports" json:"ports,omitempty" jsonschema_description:"Names of loopback ports the system listens on; each run gets a free port per name as $CHAOS_PORT_<NAME> (client gives $CHAOS_PORT_CLIENT)."`
+	// Locks name fixed resources the system needs (a fixed port, a shared
+	// directory): concurrent runs that declare the same lock wait for it.
+	Locks []string `yaml:"locks" json:"locks,omitempty" jsonschema_description:"Fixed resources only one run on this machine may use at a time; a run waits for a lock another run holds."`
+	// LockTimeout bounds the wait for locks.
+	LockTimeout Duration `yaml:"lock-timeout" json:"lock-timeout,omitempty" jsonschema_description:"How long a run waits for its locks before it gives up with ERROR (default 10m)."`
 
 	File      string                  `yaml:"-" json:"-"`
 	SHA256    string                  `yaml:"-" json:"-"`
@@ -223,6 +232,30 @@ func (t *Targets) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string) 
 		d.Decode(v, child, reflect.ValueOf(tg).Elem())
 		t.Named[k.Value] = tg
 	}
+}
+
+// PortEnv is the environment variable that carries the run's port of that
+// name: CHAOS_PORT_ and the name in capitals, dashes as underscores.
+func PortEnv(name string) string {
+	return "CHAOS_PORT_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// ExpandPorts replaces each $CHAOS_PORT_<NAME> (or ${CHAOS_PORT_<NAME>}) in
+// s with the run's port from env (its NAME=value entries, later ones
+// winning); references to ports env does not have are left as they are.
+func ExpandPorts(s string, env []string) string {
+	if !strings.Contains(s, "CHAOS_PORT_") {
+		return s
+	}
+	return portRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := portRef.FindStringSubmatch(ref)[1]
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(env[i], "="); ok && k == name {
+				return v
+			}
+		}
+		return ref
+	})
 }
 
 // Target returns the named target or nil.

@@ -143,7 +143,9 @@ func validate(d *manifest.Decoder, a *Adapter) {
 			d.Problem(p+".name", "%q is not a valid metrics name (it names system/metrics/<name>.jsonl): %s", m.Name, manifest.NameRule)
 		}
 		seen[m.Name] = true
-		if u, err := url.Parse(m.URL); m.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// A port of the run ($CHAOS_PORT_METRICS) is a number once the run
+		// has one (checkPorts checks that it names a port).
+		if u, err := url.Parse(portRef.ReplaceAllString(m.URL, "1")); m.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			d.Problem(p+".url", "expected an http:// or https:// URL, got %q", m.URL)
 		}
 	}
@@ -221,10 +223,63 @@ func validate(d *manifest.Decoder, a *Adapter) {
 	for i := range a.Checks {
 		experiment.ValidateStep(d, fmt.Sprintf("checks[%d]", i), &a.Checks[i], seen)
 	}
+	checkPorts(d, a)
 	for f := range a.Unsupported {
 		if !experiment.IsFault(f) {
 			d.Problem("unsupported."+f, "%q is not a built-in fault (%s)", f, strings.Join(experiment.Faults, ", "))
 		}
+	}
+}
+
+var (
+	portName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	lockName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	portRef  = regexp.MustCompile(`\$\{?(CHAOS_PORT_[A-Za-z0-9_]*)\}?`)
+)
+
+// maxPorts bounds how many ports one adapter may ask for.
+const maxPorts = 32
+
+// checkPorts checks ports and locks, and that every $CHAOS_PORT_<NAME> in
+// the adapter's env and metrics URLs names one of its ports.
+func checkPorts(d *manifest.Decoder, a *Adapter) {
+	if len(a.Ports) > maxPorts {
+		d.Problem("ports", "%d ports; at most %d", len(a.Ports), maxPorts)
+	}
+	have := map[string]bool{}
+	for i, name := range a.Ports {
+		p := fmt.Sprintf("ports[%d]", i)
+		switch {
+		case !portName.MatchString(name):
+			d.Problem(p, "%q is not a port name: use lower-case letters, digits and dashes, starting with a letter (client gives $CHAOS_PORT_CLIENT)", name)
+		case have[PortEnv(name)]:
+			d.Problem(p, "duplicate port %q", name)
+		}
+		have[PortEnv(name)] = true
+	}
+	seen := map[string]bool{}
+	for i, name := range a.Locks {
+		p := fmt.Sprintf("locks[%d]", i)
+		switch {
+		case !lockName.MatchString(name):
+			d.Problem(p, "%q is not a lock name: use lower-case letters, digits, dots, underscores and dashes (at most 64)", name)
+		case seen[name]:
+			d.Problem(p, "duplicate lock %q", name)
+		}
+		seen[name] = true
+	}
+	refs := func(field, v string) {
+		for _, m := range portRef.FindAllStringSubmatch(v, -1) {
+			if !have[m[1]] {
+				d.Problem(field, "$%s names no port of this adapter (ports: %s)", m[1], strings.Join(a.Ports, ", "))
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Env)) {
+		refs("env."+k, a.Env[k])
+	}
+	for i, m := range a.Metrics {
+		refs(fmt.Sprintf("metrics[%d].url", i), m.URL)
 	}
 }
 

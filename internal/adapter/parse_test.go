@@ -340,6 +340,24 @@ signals:
 		e(13, 9, "signals.sweep", "missing watch: the watcher whose lines the pattern reads (or unavailable: REASON)"),
 		e(13, 9, "signals.sweep", "missing pattern: a regular expression matched against each line"),
 	}},
+	{name: "ports and locks", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: a
+backend: process
+ports: [client, Client2, client, 9p]
+locks: [fixed-port, "has space", fixed-port]
+lock-timeout: -1s
+env:
+  URL: http://127.0.0.1:$CHAOS_PORT_CLIENT/ and ${CHAOS_PORT_PEER}
+`), want: []prob{
+		e(4, 17, "ports[1]", "\"Client2\" is not a port name: use lower-case letters, digits and dashes, starting with a letter (client gives $CHAOS_PORT_CLIENT)"),
+		e(4, 26, "ports[2]", "duplicate port \"client\""),
+		e(4, 34, "ports[3]", "\"9p\" is not a port name: use lower-case letters, digits and dashes, starting with a letter (client gives $CHAOS_PORT_CLIENT)"),
+		e(5, 21, "locks[1]", "\"has space\" is not a lock name: use lower-case letters, digits, dots, underscores and dashes (at most 64)"),
+		e(5, 34, "locks[2]", "duplicate lock \"fixed-port\""),
+		e(6, 15, "lock-timeout", "expected a duration such as 15s, 500ms or 2m30s, got \"-1s\" (it must not be negative)"),
+		e(8, 8, "env.URL", "$CHAOS_PORT_PEER names no port of this adapter (ports: client, Client2, client, 9p)"),
+	}},
 	{name: "empty file", yaml: "", want: []prob{
 		e(1, 1, "", "the file is empty"),
 	}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/envvar"
+	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
 )
@@ -24,6 +25,10 @@ type TargetHook struct {
 	Timeout time.Duration
 	// Quiet leaves the hook out of the target's log (health polls).
 	Quiet bool
+	// OnStart is told the hook's process the moment it has started, when
+	// the hook runs under the run's supervisor (a target the run owns): in
+	// cgroup mode, what it starts stays in that process's cgroup.
+	OnStart func(p *proc.Process)
 }
 
 // RunHook runs a target's hook in the hook directory with the run's
@@ -47,7 +52,8 @@ func (r *Run) RunHook(ctx context.Context, h TargetHook) (*shell.Result, error) 
 	if timeout <= 0 {
 		timeout = r.HookTimeout
 	}
-	spec := shell.Spec{Name: fmt.Sprintf("target %s %s hook", h.Target, h.Which), Script: h.Script, Dir: r.HookDir, Env: env, Timeout: timeout}
+	spec := shell.Spec{Name: fmt.Sprintf("target %s %s hook", h.Target, h.Which), Script: h.Script, Dir: r.HookDir, Env: env, Timeout: timeout,
+		CgroupName: "target-" + h.Target + "-" + h.Which, OnStart: h.OnStart}
 	if !h.Quiet {
 		if log, err := os.OpenFile(r.Dir.LogFile(h.Target), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 			defer log.Close()

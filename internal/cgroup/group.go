@@ -113,6 +113,13 @@ func (g *Group) Thaw(ctx context.Context) error {
 	return nil
 }
 
+// IsGone reports whether err says the group no longer exists: its
+// directory is gone (ENOENT), or it is being removed and its files answer
+// ENODEV.
+func IsGone(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENODEV)
+}
+
 // Events is the content of cgroup.events.
 type Events struct {
 	// Populated: a live task is in the group or below it. Zombies do not

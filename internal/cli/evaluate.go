@@ -26,8 +26,9 @@ func newEvaluateCmd(s *streams) *cobra.Command {
 	var experimentFile, adapterRef, junitFile string
 	var trust bool
 	cmd := &cobra.Command{
-		Use:   "evaluate RUN",
-		Short: "Decide a run's verdict again from its run directory, offline",
+		Annotations: signalsHandled(),
+		Use:         "evaluate RUN",
+		Short:       "Decide a run's verdict again from its run directory, offline",
 		Long: `Decide the verdict of a run again from its run directory alone: every check
 runs against the recorded evidence, with no system and no process of the run
 around. Preflight checks are not run again; their recorded outcome is used.

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -217,28 +218,57 @@ func printNA(s *streams, x *experiment.Experiment, a *adapter.Adapter, reasons [
 	}
 }
 
+// interrupted returns the name of the signal that cancelled a context from
+// signalContext, "" while none has.
+func interrupted(ctx context.Context) string {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause.Error()
+	}
+	return ""
+}
+
 // signalContext is cancelled by the first signal of the state (Ctrl-C,
-// SIGTERM or SIGHUP), with the signal's name as the cause, so an aborted
-// run can say what stopped it.
-func (s *streams) signalContext() (context.Context, func()) {
+// SIGTERM, SIGHUP), with the signal's name as its cause. The returned func
+// ends the subscription and returns that name ("" when none came): a signal
+// that reached the process before it was called counts, even one still on
+// its way to the context. It may be called more than once.
+func (s *streams) signalContext() (context.Context, func() string) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	if s.st.Signals == nil {
-		return ctx, func() { cancel(nil) }
+		return ctx, func() string { cancel(nil); return "" }
 	}
-	ch, stop := s.st.Signals()
+	ch, unsubscribe := s.st.Signals()
+	cancelWith := func(sig os.Signal) {
+		name := sig.String()
+		if s, ok := sig.(syscall.Signal); ok {
+			name = unix.SignalName(s)
+		}
+		cancel(errors.New(name))
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(done)
 		select {
 		case sig := <-ch:
-			name := sig.String()
-			if s, ok := sig.(syscall.Signal); ok {
-				name = unix.SignalName(s)
-			}
-			cancel(errors.New(name))
-		case <-ctx.Done():
+			cancelWith(sig)
+		case <-quit:
 		}
 	}()
-	return ctx, func() {
-		stop()
-		cancel(nil)
+	var once sync.Once
+	var name string
+	return ctx, func() string {
+		once.Do(func() {
+			unsubscribe()
+			close(quit)
+			<-done
+			select {
+			case sig := <-ch:
+				cancelWith(sig)
+			default:
+			}
+			name = interrupted(ctx)
+			cancel(nil)
+		})
+		return name
 	}
 }

@@ -14,8 +14,9 @@ func init() { extraCommands = append(extraCommands, newPreflightCmd) }
 func newPreflightCmd(s *streams) *cobra.Command {
 	var adapterRef, dir, adaptersDir string
 	cmd := &cobra.Command{
-		Use:   "preflight [--adapter ID] ID|FILE",
-		Short: "Check that the system is there and worth testing, without running the flow",
+		Annotations: signalsHandled(),
+		Use:         "preflight [--adapter ID] ID|FILE",
+		Short:       "Check that the system is there and worth testing, without running the flow",
 		Long: `Run the adapter's preflight checks, then the experiment's, as chaos run would
 before its flow: targets the run would own are started for the checks and
 stopped after. Nothing is kept. An experiment that cannot run on the adapter

@@ -27,8 +27,9 @@ func newProvisionCmd(s *streams, which string) *cobra.Command {
 		short = "Tear down what provision created, with the adapter's deprovision hook"
 	}
 	cmd := &cobra.Command{
-		Use:   which + " ADAPTER",
-		Short: short,
+		Annotations: signalsHandled(),
+		Use:         which + " ADAPTER",
+		Short:       short,
 		Long: short + `.
 
 The hook runs in the current directory with the adapter's env, CHAOS_ADAPTER

@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/envvar"
+	"github.com/chaos-harness/chaos/internal/sigcatch"
 	// Every built-in backend, registered.
 	_ "github.com/chaos-harness/chaos/internal/backend/all"
 )
@@ -61,14 +61,34 @@ type State struct {
 	// subscription. Commands that do not subscribe keep the default (a
 	// signal ends the process). Nil means no signal ever comes.
 	Signals func() (<-chan os.Signal, func())
+	// ReleaseSignals, when set, is called before a command that does not
+	// handle signals runs: signals caught since the process started (see
+	// package sigcatch) get their default actions back.
+	ReleaseSignals func()
 }
 
-// OSSignals is State.Signals for the process's own signals.
+// OSSignals is State.Signals for the process's own signals. They are
+// caught from the moment the binary starts (package sigcatch), so one that
+// comes before the command subscribes is delivered when it does.
 func OSSignals() (<-chan os.Signal, func()) {
-	c := make(chan os.Signal, 4)
-	signal.Notify(c, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	return c, func() { signal.Stop(c) }
+	ch, stop := sigcatch.Subscribe()
+	return ch, func() {
+		// What reached the process before the end of the subscription is
+		// on ch when it ends.
+		sigcatch.Flush(time.Second)
+		stop()
+	}
 }
+
+// OSReleaseSignals is State.ReleaseSignals for the process's own signals.
+func OSReleaseSignals() { sigcatch.Release() }
+
+// handlesSignals marks a command that subscribes to signals (State.Signals)
+// and turns them into an orderly end.
+const handlesSignals = "chaos/handles-signals"
+
+// signalsHandled is the annotation of a command that handles signals.
+func signalsHandled() map[string]string { return map[string]string{handlesSignals: "yes"} }
 
 // streams is what a command uses of the state.
 type streams struct {
@@ -122,6 +142,11 @@ on one backend.
 Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			if cmd.Annotations[handlesSignals] == "" && s.st.ReleaseSignals != nil {
+				s.st.ReleaseSignals()
+			}
+		},
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.AddCommand(

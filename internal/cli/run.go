@@ -30,8 +30,9 @@ func newRunCmd(s *streams) *cobra.Command {
 	var plain bool
 	var otlpGRPC, otlpHTTP, junitFile string
 	cmd := &cobra.Command{
-		Use:   "run [--adapter ID] [--seed N] [--runs-dir DIR] ID|FILE",
-		Short: "Run an experiment and decide its verdict",
+		Annotations: signalsHandled(),
+		Use:         "run [--adapter ID] [--seed N] [--runs-dir DIR] ID|FILE",
+		Short:       "Run an experiment and decide its verdict",
 		Long: `Run one experiment on one adapter: preflight, the flow with its operations,
 collection and cleanup, then every check, the expectations and the verdict.
 Everything lands in one run directory, RUNS/<experiment-id>/<run-id>/.
@@ -84,6 +85,16 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 			}
 			if out.Verdict != nil {
 				afterRun(s, cfg.RunsDir, out)
+			}
+			// A signal at any moment ends chaos run with 2: one that came
+			// after the engine had decided (while the report was written)
+			// leaves the verdict as it is, and says so.
+			if sig := stop(); sig != "" && (out.Verdict == nil || !out.Verdict.Aborted) {
+				what := "before the run started"
+				if out.Verdict != nil {
+					what = "after the run had finished; its verdict " + out.Verdict.Verdict + " stands"
+				}
+				return withCode(ExitError, fmt.Sprintf("interrupted (%s) %s", sig, what))
 			}
 			if out.Verdict == nil && len(out.NA) > 0 {
 				printNA(s, x, a, out.NA)

@@ -150,6 +150,23 @@ func (e *engine) roleHandles(ctx context.Context, instance, role string) ([]back
 	return rf.Roles(ctx, instance, role)
 }
 
+// noteProcesses records in manifest.json how the run contains its processes
+// (cgroup or process-group mode, and why) and the ports it reserved.
+func (e *engine) noteProcesses() {
+	var m rundir.Manifest
+	if err := rundir.ReadJSON(e.dir.ManifestFile(), &m); err != nil {
+		return // a preflight's scratch run has none
+	}
+	mi := e.sup.ModeInfo()
+	m.Processes = &rundir.Processes{Mode: string(mi.Mode), Cgroup: mi.Cgroup, Reason: mi.Reason}
+	if len(e.ports.byName) > 0 {
+		m.Ports = e.ports.byName
+	}
+	if err := rundir.WriteJSON(e.dir.ManifestFile(), m); err != nil {
+		e.errorf("updating manifest.json: %v", err)
+	}
+}
+
 // finishManifest records what only the end of a run knows: each backend's
 // facts (versions) and the digest of every image used.
 func (e *engine) finishManifest() {

@@ -119,6 +119,10 @@ type engine struct {
 	states   stateHub
 	otlp     *otlp.Receiver
 	otlpOut  *os.File
+	// ports are the loopback ports reserved for the adapter's ports; locks
+	// the adapter's locks, held until the run ends.
+	ports *ports
+	locks []*os.File
 }
 
 type openedBackend struct {
@@ -259,10 +263,22 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 		return "", err
 	}
 	e.sup = sup
+	// Every process the run starts from here on gets a cgroup of its own,
+	// where cgroup v2 can be used; otherwise the supervisor stays in
+	// process-group mode and says why (manifest.json, preflight).
+	_ = sup.EnableCgroups(e.runID)
 	e.runner = shell.Runner{Sup: sup}
+	if e.ports, err = reservePorts(e.a.Ports); err != nil {
+		return "", err
+	}
 	e.setupEnv()
 	e.hub = observe.NewHub()
-	e.rec.Record("run.started", rundir.F("experiment", e.x.ID), rundir.F("version", e.x.Version), rundir.F("seed", e.seed), rundir.F("adapter", e.a.ID), rundir.F("run_id", e.runID))
+	started := []rundir.Field{rundir.F("experiment", e.x.ID), rundir.F("version", e.x.Version), rundir.F("seed", e.seed), rundir.F("adapter", e.a.ID), rundir.F("run_id", e.runID)}
+	if len(e.ports.byName) > 0 {
+		started = append(started, rundir.F("ports", e.ports.byName))
+	}
+	e.rec.Record("run.started", started...)
+	e.noteProcesses()
 	// A receiver that cannot start (its port is taken) skips the flow like
 	// a failed preflight: the run still ends with a verdict.
 	otlpErr := e.startOTLP()
@@ -276,6 +292,8 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 	case otlpErr != nil:
 		e.errorf("%v", otlpErr)
 		return "the OTLP receiver did not start", nil
+	case !e.lockOK(ctx):
+		return "a lock the adapter declares was not acquired", nil
 	case !e.startOwnedTargets(ctx):
 		return "a target the run owns did not start", nil
 	case !e.preflight(ctx):
@@ -284,8 +302,11 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 	return "", nil
 }
 
-// tearDown closes the backends and the supervisor.
+// tearDown closes the backends and the supervisor, and gives back the
+// run's ports and locks.
 func (e *engine) tearDown() {
+	defer e.ports.release()
+	defer e.releaseLocks()
 	for i := len(e.opened) - 1; i >= 0; i-- {
 		if err := e.opened[i].b.Close(); err != nil {
 			e.rec.Logf("closing the %s backend: %v", e.opened[i].name, err)
@@ -332,8 +353,10 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancelClean()
 	e.cleanup(cleanCtx)
-	if reason := e.abortedBy(); reason != "" {
+	abortRecorded := false
+	if reason := e.abortNow(ctx); reason != "" {
 		e.rec.Record("run.aborted", rundir.F("signal", reason))
+		abortRecorded = true
 	}
 
 	e.finishManifest()
@@ -348,6 +371,15 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	if err != nil {
 		e.errorf("evaluating checks: %v", err)
 		return nil, err
+	}
+	// A signal while the checks ran aborts the run as much as one before:
+	// the checks that ran stand, the verdict is ERROR. This is the last
+	// moment a signal changes the run; the caller says what comes later.
+	if reason := e.abortNow(ctx); reason != "" && !abortRecorded {
+		e.rec.Record("run.aborted", rundir.F("signal", reason))
+		v.Aborted = true
+		v.Errors = append(v.Errors, fmt.Sprintf("the run was aborted (%s)", reason))
+		v.Verdict, v.ExitCode = rundir.VerdictError, rundir.ExitCode(rundir.VerdictError)
 	}
 	v.RunID = e.runID
 	e.redact.Verdict(v)
@@ -637,7 +669,17 @@ func adapterDir(a *adapter.Adapter) string {
 // from: the harness's own, the adapter's and experiment's env maps, and the
 // run's CHAOS_* variables.
 func (e *engine) setupEnv() {
-	e.baseEnv = envvar.Set(envvar.Merge(e.cfg.Env, e.a.Env, e.x.Env),
+	portEnv := envvar.Set(nil, e.ports.env()...)
+	// The env maps may name the run's ports ($CHAOS_PORT_CLIENT).
+	expand := func(m map[string]string) map[string]string {
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			out[k] = adapter.ExpandPorts(v, portEnv)
+		}
+		return out
+	}
+	e.baseEnv = envvar.Set(envvar.Merge(e.cfg.Env, expand(e.a.Env), expand(e.x.Env)), e.ports.env()...)
+	e.baseEnv = envvar.Set(e.baseEnv,
 		"CHAOS_RUN_ID", e.runID,
 		"CHAOS_RUN_DIR", e.dir.Root,
 		"CHAOS_EXPERIMENT", e.x.ID,
@@ -646,6 +688,17 @@ func (e *engine) setupEnv() {
 		"CHAOS_EXPERIMENT_DIR", filepath.Dir(absPath(e.x.File)),
 		"CHAOS_ADAPTER_DIR", adapterDir(e.a),
 	)
+}
+
+// abortNow is abortedBy, also taking a signal (ctx's end) that has come
+// but whose AfterFunc has not run yet.
+func (e *engine) abortNow(ctx context.Context) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.aborted == "" && ctx.Err() != nil {
+		e.aborted = abortReason(ctx)
+	}
+	return e.aborted
 }
 
 // abortedBy says what aborted the run, "" while it was not.

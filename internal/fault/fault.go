@@ -67,12 +67,16 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
+	// A Down that has begun is seen through even when the run is aborted
+	// meanwhile: it returns once nothing of the handle runs, so what it took
+	// down is always in a known state, and brought back when it should be.
+	down := context.WithoutCancel(ctx)
 	switch op.Fault {
 	case experiment.FaultKill:
 		if e, ok := h.(Ender); ok {
-			return e.Kill(ctx)
+			return e.Kill(down)
 		}
-		if err := h.Down(ctx, backend.Down{Reason: "Killed"}); err != nil {
+		if err := h.Down(down, backend.Down{Reason: "Killed"}); err != nil {
 			return err
 		}
 		// Leave the system as the run found it, where it still exists.
@@ -84,17 +88,17 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		})
 		return nil
 	case experiment.FaultRestart:
-		if err := h.Down(ctx, backend.Down{Grace: grace, Reason: "Restarting"}); err != nil {
+		if err := h.Down(down, backend.Down{Grace: grace, Reason: "Restarting"}); err != nil {
 			return err
 		}
 		return back(context.WithoutCancel(ctx), env, op, h)
 	case experiment.FaultRestartInPlace:
-		if err := h.Down(ctx, backend.Down{Reason: "Restarting", InPlace: true}); err != nil {
+		if err := h.Down(down, backend.Down{Reason: "Restarting", InPlace: true}); err != nil {
 			return err
 		}
 		return back(context.WithoutCancel(ctx), env, op, h)
 	case experiment.FaultOutage:
-		if err := h.Down(ctx, backend.Down{Reason: "Outage", Hold: true}); err != nil {
+		if err := h.Down(down, backend.Down{Reason: "Outage", Hold: true}); err != nil {
 			return err
 		}
 		return hold(ctx, env, op, func(ctx context.Context) error { return back(ctx, env, op, h) })
@@ -157,7 +161,7 @@ func crashLoop(ctx context.Context, env Env, op Op, h backend.Handle) error {
 	aborted := func() error {
 		return errors.Join(context.Cause(ctx), back(bg, env, op, h))
 	}
-	if err := kill(ctx, PhaseFirst); err != nil {
+	if err := kill(bg, PhaseFirst); err != nil {
 		return err
 	}
 	if err := h.Up(bg); err != nil {

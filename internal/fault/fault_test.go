@@ -146,3 +146,33 @@ func TestAbortedOutageComesBack(t *testing.T) {
 		t.Fatalf("calls %q", got)
 	}
 }
+
+// slowDown is a handle whose Down takes 100 ms and, like a real one, gives
+// up when its context ends.
+type slowDown struct{ script }
+
+func (s *slowDown) Down(ctx context.Context, d backend.Down) error {
+	s.note("down")
+	select {
+	case <-time.After(100 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestAbortDuringDown: an abort that comes while an outage's Down is under
+// way does not leave the handle half down: Down is seen through, the hold
+// is cut short and the handle brought back, and Apply reports the abort.
+func TestAbortDuringDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &slowDown{}
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	err := Apply(ctx, &env{}, Op{Fault: experiment.FaultOutage, Duration: time.Hour}, s)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want the abort", err)
+	}
+	if got := strings.Join(s.calls, " "); got != "down up ready" {
+		t.Fatalf("calls %q, want down up ready", got)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -131,7 +130,7 @@ func (s *Supervisor) Leftovers() ([]Leftover, error) {
 	var errs []error
 	if run := s.CgroupRun(); run != nil {
 		pids, err := run.Procs()
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err != nil && !cgroup.IsGone(err) {
 			errs = append(errs, fmt.Errorf("proc: %w", err))
 		}
 		for _, pid := range pids {
@@ -187,7 +186,7 @@ func (s *Supervisor) KillLeftovers(ctx context.Context) ([]Leftover, error) {
 	}
 	run := s.CgroupRun()
 	if run != nil {
-		if err := run.Kill(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := run.Kill(); err != nil && !cgroup.IsGone(err) {
 			errs = append(errs, fmt.Errorf("proc: %w", err))
 		}
 	}

@@ -198,6 +198,19 @@ func State(pid int) (byte, error) {
 	return st.state, nil
 }
 
+// Parent returns the parent pid of pid, 0 when it cannot be read (the
+// process is gone).
+func Parent(pid int) int {
+	if pid <= 0 {
+		return 0
+	}
+	st, err := readStat(pid)
+	if err != nil {
+		return 0
+	}
+	return st.ppid
+}
+
 // Alive reports whether pid exists and has not finished: it is not a zombie,
 // or it is a zombie thread-group leader (its main thread called
 // pthread_exit) whose other threads still run. Such a process still holds

@@ -31,7 +31,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"slices"
@@ -332,7 +331,7 @@ func (p *Process) Kill() error {
 func (p *Process) killCgroup() error {
 	ev, err := p.cg.Events()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if cgroup.IsGone(err) {
 			return os.ErrProcessDone // leaf removed: empty and leader reaped
 		}
 		return fmt.Errorf("proc: %w", err)
@@ -341,7 +340,7 @@ func (p *Process) killCgroup() error {
 		return os.ErrProcessDone
 	}
 	if err := p.cg.Kill(); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if cgroup.IsGone(err) {
 			return os.ErrProcessDone
 		}
 		return fmt.Errorf("proc: %w", err)
@@ -377,7 +376,7 @@ func (p *Process) FreezeContext(ctx context.Context) error {
 	}
 	ev, err := p.cg.Events()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if cgroup.IsGone(err) {
 			return os.ErrProcessDone
 		}
 		return fmt.Errorf("proc: %w", err)
@@ -398,7 +397,7 @@ func (p *Process) ThawContext(ctx context.Context) error {
 		return p.Signal(syscall.SIGCONT)
 	}
 	if err := p.cg.Thaw(ctx); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if cgroup.IsGone(err) {
 			return os.ErrProcessDone
 		}
 		return fmt.Errorf("proc: %w", err)

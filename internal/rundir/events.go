@@ -17,12 +17,15 @@ type EventSpec struct {
 // against it, and a test keeps docs/run-directory.md's tables of events
 // the same.
 var Events = []EventSpec{
-	{"run.started", []string{"experiment", "version", "seed", "adapter", "run_id"}},
+	{"run.started", []string{"experiment", "version", "seed", "adapter", "run_id", "ports"}},
 	{"run.error", []string{"error"}},
 	{"flow.skipped", []string{"reason"}},
 	{"run.aborted", []string{"signal"}},
 	{"run.finished", []string{"verdict"}},
 	{"run.na", []string{"reasons", "reason"}},
+
+	{"lock.waiting", []string{"lock", "file", "holder", "timeout"}},
+	{"lock.acquired", []string{"lock", "file", "waited"}},
 
 	{"target.started", []string{"target", "pid", "ids"}},
 	{"target.restarted", []string{"target", "operation", "pid"}},
@@ -53,6 +56,7 @@ var Events = []EventSpec{
 	{"instance.timeout", []string{"workload", "instance", "timeout"}},
 	{"instance.stopping", []string{"workload", "instance", "reason"}},
 	{"instance.collected", []string{"workload", "instance", "exit_code"}},
+	{"instance.leaked", []string{"instance", "pids"}},
 	{"instance.deleted", []string{"workload", "instance"}},
 
 	{"operation.started", []string{"operation", "uses", "run", "target", "scope", "instances", "ids", "duration"}},
@@ -72,6 +76,7 @@ var Events = []EventSpec{
 
 	{"settle.started", []string{"duration"}},
 	{"processes.leaked", []string{"count"}},
+	{"processes.swept", []string{"count", "pids"}},
 }
 
 // EventNames lists the names of Events, in order.

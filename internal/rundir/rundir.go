@@ -131,6 +131,21 @@ type Manifest struct {
 	Replay  string            `json:"replay"`
 	Backend map[string]string `json:"backend,omitempty"`
 	Images  map[string]string `json:"images,omitempty"`
+	// Processes says how the run contained the processes it started on
+	// this machine; nil in runs made before it was recorded.
+	Processes *Processes `json:"processes,omitempty"`
+	// Ports are the free loopback ports the run allocated for the
+	// adapter's ports, by name.
+	Ports map[string]int `json:"ports,omitempty"`
+}
+
+// Processes is manifest.json's processes: the mode the run's process
+// supervisor used (cgroup or process-group), the run's cgroup tree in
+// cgroup mode, and why cgroups were not used otherwise.
+type Processes struct {
+	Mode   string `json:"mode"`
+	Cgroup string `json:"cgroup,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Host describes the machine a run ran on.

@@ -37,6 +37,14 @@ type Spec struct {
 	// SplitStdout keeps standard output apart from standard error, for hooks
 	// whose output is data (a system id, a state).
 	SplitStdout bool
+	// CgroupName names the cgroup leaf the script starts in when the
+	// runner's supervisor uses cgroups (see proc.CgroupName).
+	CgroupName string
+	// OnStart, when set and the runner has a supervisor, is called with
+	// the script's process the moment it has started: what the script
+	// starts in the background stays in that process's cgroup
+	// (Process.Cgroup) after the script has exited.
+	OnStart func(p *proc.Process)
 }
 
 // Result is what a script did.
@@ -116,9 +124,16 @@ func (r Runner) Run(ctx context.Context, spec Spec) (*Result, error) {
 	var kill func()
 	var status func() int
 	if r.Sup != nil {
-		p, err := r.Sup.Start(cmd)
+		var opts []proc.StartOption
+		if spec.CgroupName != "" {
+			opts = append(opts, proc.CgroupName(spec.CgroupName))
+		}
+		p, err := r.Sup.Start(cmd, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: cannot start: %w", spec.Name, err)
+		}
+		if spec.OnStart != nil {
+			spec.OnStart(p)
 		}
 		done, flushed, kill = p.Done(), p.Waited(), func() { _ = p.Kill() }
 		status = func() int {

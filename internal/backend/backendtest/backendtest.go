@@ -522,8 +522,9 @@ func waitFile(t *testing.T, inst backend.Instance, out, rel string) {
 }
 
 // NewRun returns a backend.Run for tests of a backend: a fresh run
-// directory, a process supervisor with the run's marker, this process's
-// environment and adapter a. Harness errors fail the test.
+// directory, a process supervisor with the run's marker (in cgroup mode
+// when this machine allows it, as in a run), this process's environment and
+// adapter a. Harness errors fail the test.
 func NewRun(t *testing.T, a *adapter.Adapter) *backend.Run {
 	t.Helper()
 	id := rundir.NewRunID(time.Now())
@@ -535,6 +536,10 @@ func NewRun(t *testing.T, a *adapter.Adapter) *backend.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As a run does: every process in a cgroup of its own where cgroup v2
+	// can be used (CHAOS_CGROUP=off forces process groups); the error only
+	// says why not.
+	_ = sup.EnableCgroups(id)
 	t.Cleanup(func() { sup.Close() })
 	env := append(os.Environ(), "CHAOS_RUN_ID="+id, "CHAOS_RUN_DIR="+dir.Root)
 	if a == nil {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -59,11 +59,14 @@ func (b *Backend) captureTargets(ctx context.Context) {
 	}
 }
 
-// captureProcesses writes system/leaked-processes.txt (processes started by
-// this run, found by the run's marker, still alive after cleanup) and
-// system/frozen-processes.txt (any of them, or any target, left stopped).
-// Targets the run restarted but does not own are meant to outlive it and
-// are not leaks.
+// captureProcesses writes system/leaked-processes.txt (processes of the
+// run still alive after cleanup: in cgroup mode everything in the run's
+// cgroup tree, whatever it did to its session or environment, then, in
+// either mode, every process carrying the run's marker; and what of an
+// ended instance was still running when it was deleted) and
+// system/frozen-processes.txt (any of them, or any target, left stopped:
+// state T, or in a frozen cgroup). Targets the run restarted but does not
+// own are meant to outlive it and are not leaks.
 func (b *Backend) captureProcesses() {
 	keep := map[int]bool{}
 	var targetPids []int
@@ -78,33 +81,28 @@ func (b *Backend) captureProcesses() {
 			}
 		}
 	}
-	pids, err := proc.FindByMarker("CHAOS_RUN_ID=" + b.run.ID)
+	left, err := b.run.Sup.Leftovers()
 	if err != nil {
 		b.run.Errorf("listing the run's processes: %v", err)
 	}
-	var leaked, frozen []string
+	frozenCg := b.frozenCgroups()
+	b.mu.Lock()
+	leaked := append([]string(nil), b.leaked...)
+	b.mu.Unlock()
+	var frozen []string
 	seen := map[int]bool{}
-	describe := func(pid int) string {
-		st, _ := proc.State(pid)
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		return fmt.Sprintf("%d %c %s", pid, st, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
-	}
-	sort.Ints(pids)
-	for _, pid := range pids {
-		if keep[pid] || pid == os.Getpid() {
+	for _, l := range left {
+		if keep[l.Pid] || l.Pid == os.Getpid() {
 			continue
 		}
-		seen[pid] = true
-		leaked = append(leaked, describe(pid))
-		if st, err := proc.State(pid); err == nil && (st == 'T' || st == 't') {
-			frozen = append(frozen, describe(pid))
+		seen[l.Pid] = true
+		leaked = append(leaked, describe(l.Pid))
+		if stopped(l.Pid, frozenCg) {
+			frozen = append(frozen, describe(l.Pid))
 		}
 	}
 	for _, pid := range targetPids {
-		if seen[pid] {
-			continue
-		}
-		if st, err := proc.State(pid); err == nil && (st == 'T' || st == 't') {
+		if !seen[pid] && stopped(pid, frozenCg) {
 			frozen = append(frozen, describe(pid))
 		}
 	}
@@ -122,4 +120,47 @@ func (b *Backend) captureProcesses() {
 	if len(leaked) > 0 {
 		b.run.Record("processes.leaked", rundir.F("count", len(leaked)))
 	}
+}
+
+// frozenCgroups returns the cgroup paths (as /proc/PID/cgroup shows them)
+// of the run's frozen cgroups: a process frozen by cgroup.freeze shows
+// state S, not T.
+func (b *Backend) frozenCgroups() map[string]bool {
+	run := b.run.Sup.CgroupRun()
+	if run == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	var walk func(g *cgroup.Group)
+	walk = func(g *cgroup.Group) {
+		if f, err := g.Frozen(); err == nil && f {
+			out[g.CgroupPath()] = true
+		}
+		kids, _ := g.Children()
+		for _, k := range kids {
+			walk(k)
+		}
+	}
+	walk(run.Group)
+	return out
+}
+
+// stopped reports whether pid is stopped: state T (SIGSTOP) or t, or in one
+// of the frozen cgroups.
+func stopped(pid int, frozenCg map[string]bool) bool {
+	if st, err := proc.State(pid); err == nil && (st == 'T' || st == 't') {
+		return true
+	}
+	if len(frozenCg) == 0 {
+		return false
+	}
+	cg, err := cgroup.CgroupOf(pid)
+	return err == nil && frozenCg[cg]
+}
+
+// describe is one line of leaked-processes.txt: pid, state and command.
+func describe(pid int) string {
+	st, _ := proc.State(pid)
+	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return fmt.Sprintf("%d %c %s", pid, st, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
 }

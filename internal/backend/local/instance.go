@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/proc"
@@ -20,11 +21,16 @@ import (
 type instance struct {
 	sup  *proc.Supervisor
 	spec backend.InstanceSpec
+	// leaked is told what of an ended instance Delete found still running.
+	leaked func(instance string, pids []int)
 
 	mu   sync.Mutex
 	p    *proc.Process
 	pid  int
 	down bool // taken down by Down; its exit is not its end
+	// killed is set when Kill killed the running instance: what of it is
+	// still there when it is deleted is dying, not left behind.
+	killed bool
 	// ended is set once, when Done is closed.
 	ended bool
 	done  chan struct{}
@@ -41,7 +47,9 @@ func (in *instance) start() error {
 	cmd.Dir = in.spec.OutputDir
 	cmd.Env = in.spec.Env
 	cmd.Stdout, cmd.Stderr = log, log
-	p, err := in.sup.Start(cmd)
+	// In cgroup mode the wrapper starts in a leaf of its own, named after
+	// the instance: everything it forks stays there.
+	p, err := in.sup.Start(cmd, proc.CgroupName(in.spec.Name))
 	log.Close()
 	if err != nil {
 		return fmt.Errorf("starting instance %s: %w", in.spec.Name, err)
@@ -117,8 +125,9 @@ func (in *instance) current() (p *proc.Process, exited chan struct{}, down, ende
 	return in.p, in.exited, in.down, in.ended
 }
 
-// Kill ends the instance: its process group is killed, or, while it is
-// down, it is ended where it lies.
+// Kill ends the instance: all of it is killed (its cgroup, or its process
+// group and marked descendants), or, while it is down, it is ended where it
+// lies. It returns once nothing of it is left (see gone).
 func (in *instance) Kill(ctx context.Context) error {
 	p, _, down, ended := in.current()
 	if ended {
@@ -128,20 +137,42 @@ func (in *instance) Kill(ctx context.Context) error {
 		in.end(backend.Failed, "Killed(SIGKILL)")
 		return nil
 	}
-	// SIGKILL works on stopped processes too.
+	in.mu.Lock()
+	in.killed = true
+	in.mu.Unlock()
+	// SIGKILL works on stopped and frozen processes too.
 	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
 	select {
 	case <-in.done:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("instance %s: waiting for it to end after SIGKILL: %w", in.spec.Name, ctx.Err())
 	}
+	return in.gone(ctx, p)
 }
 
-// Down stops the process group (SIGTERM and grace, or SIGKILL) and waits
-// until its process has exited; the instance is Pending until Up.
+// gone waits until nothing of the process p started is left, not even a
+// zombie: in cgroup mode its leaf is empty and every process that was in it
+// reaped; in process-group mode its group and its marked descendants are
+// gone and reaped (Process.WaitGone). Something of it that outlives its
+// kill by 30 s is an error.
+func (in *instance) gone(ctx context.Context, p *proc.Process) error {
+	ctx, cancel := context.WithTimeout(ctx, goneTimeout)
+	defer cancel()
+	if err := p.WaitGone(ctx); err != nil {
+		return fmt.Errorf("instance %s: %w", in.spec.Name, err)
+	}
+	return nil
+}
+
+// goneTimeout bounds the wait for what was killed to be gone.
+const goneTimeout = 30 * time.Second
+
+// Down stops the instance (SIGTERM and grace, or SIGKILL; to its cgroup in
+// cgroup mode) and waits until nothing of it is left, reaped included, so
+// Up never starts the replacement beside anything of the old one; the
+// instance is Pending until Up.
 func (in *instance) Down(ctx context.Context, d backend.Down) error {
 	// Checked and set at once: the process's own exit either came first
 	// (the instance has ended) or is taken as this Down's.
@@ -174,10 +205,10 @@ func (in *instance) Down(ctx context.Context, d backend.Down) error {
 	}
 	select {
 	case <-exited:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("instance %s: waiting for it to stop: %w", in.spec.Name, ctx.Err())
 	}
+	return in.gone(ctx, p)
 }
 
 // Up starts the wrapper again in the same output directory.
@@ -199,35 +230,59 @@ func (in *instance) Up(ctx context.Context) error {
 // Ready holds once Up has returned: a process has no health of its own.
 func (in *instance) Ready(ctx context.Context) error { return nil }
 
+// Freeze stops all of the instance: cgroup.freeze on its leaf, returning
+// once the kernel says it is frozen, or SIGSTOP to its process group and
+// marked descendants.
 func (in *instance) Freeze(ctx context.Context) error {
 	p, _, down, ended := in.current()
 	if ended || down {
 		return fmt.Errorf("instance %s is not running", in.spec.Name)
 	}
-	return p.Freeze()
+	ctx, cancel := context.WithTimeout(ctx, freezeTimeout)
+	defer cancel()
+	return p.FreezeContext(ctx)
 }
 
+// Thaw undoes Freeze.
 func (in *instance) Thaw(ctx context.Context) error {
 	p, _, down, ended := in.current()
 	if ended || down {
 		return nil
 	}
-	return p.Thaw()
+	ctx, cancel := context.WithTimeout(ctx, freezeTimeout)
+	defer cancel()
+	if err := p.ThawContext(ctx); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
 }
+
+// freezeTimeout bounds a freeze or a thaw: the kernel confirms either in
+// milliseconds.
+const freezeTimeout = 10 * time.Second
 
 // Collect has nothing to do: the output directory is in the run directory.
 func (in *instance) Collect(ctx context.Context) error { return nil }
 
 // Delete kills what is left of the instance, including anything it left
-// behind after its main process ended, and closes Done.
+// behind after its main process ended, and closes Done. Processes that
+// outlived the end of the instance's script are leaks: they are reported
+// (system/leaked-processes.txt) before they are killed.
 func (in *instance) Delete(ctx context.Context) error {
 	p, _, _, ended := in.current()
 	if !ended {
 		return in.Kill(ctx)
 	}
-	// Children of the instance that outlived it still carry its marker.
+	// What outlived the script: in its cgroup whatever it did, else in its
+	// group or carrying its marker. After a kill it is dying, not left.
+	in.mu.Lock()
+	killed := in.killed
+	in.mu.Unlock()
+	if left, err := p.Members(); err == nil && len(left) > 0 && in.leaked != nil && !killed {
+		in.leaked(in.spec.Name, left)
+	}
 	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
 	}
-	return nil
+	return in.gone(ctx, p)
 }

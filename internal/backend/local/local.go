@@ -9,16 +9,20 @@ package local
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 // Name is the backend's name in an adapter's backend field.
@@ -50,6 +54,9 @@ type Backend struct {
 
 	mu      sync.Mutex
 	targets map[string]*target
+	// leaked lists processes found outliving their instance's script when
+	// it was deleted (and killed then), for system/leaked-processes.txt.
+	leaked []string
 }
 
 // New returns a local backend for run.
@@ -64,7 +71,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 			return nil, err
 		}
 	}
-	in := &instance{sup: b.run.Sup, spec: spec, done: make(chan struct{})}
+	in := &instance{sup: b.run.Sup, spec: spec, done: make(chan struct{}), leaked: b.noteLeaked}
 	spec.OnState(backend.Created, "")
 	if err := in.start(); err != nil {
 		spec.OnState(backend.Failed, "StartFailed")
@@ -76,6 +83,72 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 
 // Close does nothing; the supervisor is the engine's.
 func (b *Backend) Close() error { return nil }
+
+// noteLeaked keeps what of an ended instance was still running when it was
+// deleted, described as leaked-processes.txt has it, and records
+// instance.leaked.
+func (b *Backend) noteLeaked(instance string, pids []int) {
+	var lines []string
+	for _, pid := range pids {
+		lines = append(lines, describe(pid))
+	}
+	b.mu.Lock()
+	b.leaked = append(b.leaked, lines...)
+	b.mu.Unlock()
+	b.run.Record("instance.leaked", rundir.F("instance", instance), rundir.F("pids", pids))
+}
+
+// Preflight says how the run contains its processes: in cgroup mode with
+// the run's cgroup tree, else in process-group mode and why. Either mode
+// works, so the check passes; its detail is what a reader of the run needs
+// to know what kill, freeze and gone meant (docs/faults.md).
+//
+// It is a check of runs whose system is processes on this machine: the
+// adapter's backend is this one, or it has process targets.
+func (b *Backend) Preflight(ctx context.Context) []backend.Check {
+	if a := b.run.Adapter; a != nil && a.Backend != Name && !hasProcessTargets(a) {
+		return nil
+	}
+	m := b.run.Sup.ModeInfo()
+	detail := string(m.Mode) + ": "
+	if m.Mode == proc.ModeCgroup {
+		detail += "every process of the run in its own cgroup below " + m.Cgroup
+	} else {
+		detail += "every process of the run in its own process group, with the run's marker (cgroup v2 not used: " + m.Reason + ")"
+	}
+	return []backend.Check{{Name: "processes", OK: true, Detail: detail}}
+}
+
+func hasProcessTargets(a *adapter.Adapter) bool {
+	for _, name := range a.TargetNames() {
+		if a.Target(name).Type == adapter.TypeProcess {
+			return true
+		}
+	}
+	return false
+}
+
+// Sweep kills what is left of the run's processes after the captures
+// (which reported them as leaks): in cgroup mode everything in the run's
+// cgroup tree, whatever it did to its session or environment; in either
+// mode every process that carries the run's marker. It waits until they
+// are gone; what is left then is an error.
+func (b *Backend) Sweep(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	left, err := b.run.Sup.KillLeftovers(sctx)
+	if len(left) > 0 {
+		pids := make([]int, 0, len(left))
+		for _, l := range left {
+			pids = append(pids, l.Pid)
+		}
+		b.run.Record("processes.swept", rundir.F("count", len(left)), rundir.F("pids", pids))
+	}
+	if err != nil {
+		return fmt.Errorf("killing what is left of the run's processes: %w", err)
+	}
+	return nil
+}
 
 // OpenTarget returns a named process target.
 func (b *Backend) OpenTarget(ctx context.Context, name string, spec *adapter.Target) (backend.Target, error) {
@@ -112,16 +185,21 @@ func (b *Backend) sortedTargets() []*target {
 	return out
 }
 
-// cleanup kills the processes a run left behind, found by the run's
-// CHAOS_RUN_ID marker: those of runID, else of every run whose harness is
-// gone.
+// cleanup kills the processes a run left behind: first, in cgroup mode,
+// everything in the cgroup trees of runID (else of every run whose harness
+// is gone), whatever those processes did to their session or environment,
+// and removes the trees; then the processes found by the run's
+// CHAOS_RUN_ID marker.
 func cleanup(ctx context.Context, c backend.Cleanup) error {
 	runID, dryRun, found := c.RunID, c.DryRun, c.Found
+	var errs []string
+	if err := cleanupCgroups(ctx, runID, dryRun, found); err != nil {
+		errs = append(errs, err.Error())
+	}
 	marked, err := proc.ListMarked("CHAOS_RUN_ID")
 	if err != nil {
 		return fmt.Errorf("listing processes: %w", err)
 	}
-	var errs []string
 	for _, m := range marked {
 		switch {
 		case runID != "" && m.RunID != runID:
@@ -142,4 +220,82 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// cleanupCgroups kills and removes the cgroup trees of runID, or, without
+// one, of every run whose harness is gone (cgroup.SweepStale). A tree whose
+// harness still runs is left alone unless runID names it. A run's tree is
+// killed as one: cgroup.kill reaches every process in it, whatever it did
+// to its session or environment, frozen ones and ones forked meanwhile.
+func cleanupCgroups(ctx context.Context, runID string, dryRun bool, found func(string)) error {
+	info := cgroup.Detect()
+	if !info.Usable {
+		return nil // process-group mode: nothing of ours in cgroups
+	}
+	runs, err := cgroup.ListRuns(info)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// What each tree holds, described before anything is killed.
+	cmds := map[int]string{}
+	var picked []*cgroup.Run
+	for _, r := range runs {
+		switch {
+		case runID != "" && r.RunID != cgroup.SafeName(runID, 200):
+			continue
+		case runID == "" && r.HarnessAlive():
+			continue
+		}
+		picked = append(picked, r)
+		pids, _ := r.Procs()
+		for _, pid := range pids {
+			cmds[pid] = cmdline(pid)
+		}
+	}
+	report := func(verb string, r *cgroup.Run, pids []int) {
+		for _, pid := range pids {
+			found(fmt.Sprintf("%s pid %d (%s) of run %s (in cgroup %s)", verb, pid, cmds[pid], r.RunID, r.Path))
+		}
+	}
+	switch {
+	case dryRun:
+		for _, r := range picked {
+			pids, _ := r.Procs()
+			report("would kill", r, pids)
+		}
+		return nil
+	case runID == "":
+		swept, procs, err := cgroup.SweepStale(ctx, info)
+		for i, r := range swept {
+			report("killed", r, procs[i])
+		}
+		return err
+	}
+	var errs []error
+	for _, r := range picked {
+		pids, _ := r.Procs()
+		if err := r.Thaw(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.Kill(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.WaitEmpty(ctx); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := r.Remove(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		report("killed", r, pids)
+	}
+	return errors.Join(errs...)
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
 }

@@ -10,11 +10,38 @@ import (
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/backend/backendtest"
+	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
+// TestConformance runs the suite in the mode a run gets on this machine:
+// cgroup mode where cgroup v2 can be used (it can on the test machines;
+// under CI its absence is a failure), else process groups.
 func TestConformance(t *testing.T) {
+	want := proc.DetectMode()
+	if want.Mode != proc.ModeCgroup && os.Getenv("CI") != "" {
+		t.Fatalf("cgroup mode is not available (%s), and CI is set: the cgroup half of the suite would not run", want.Reason)
+	}
+	conformance(t, want.Mode)
+}
+
+// TestConformanceProcessGroups runs the suite with cgroups turned off
+// (CHAOS_CGROUP=off): the fallback must give the primitives the same
+// meaning.
+func TestConformanceProcessGroups(t *testing.T) {
+	t.Setenv(cgroup.DisableEnv, "off")
+	conformance(t, proc.ModeProcessGroup)
+}
+
+func conformance(t *testing.T, mode proc.Mode) {
 	backendtest.Run(t, backendtest.Harness{
-		New:          func(t *testing.T) backend.Backend { return New(backendtest.NewRun(t, nil)) },
+		New: func(t *testing.T) backend.Backend {
+			run := backendtest.NewRun(t, nil)
+			if got := run.Sup.ModeInfo(); got.Mode != mode {
+				t.Fatalf("the run's supervisor is in %s mode (%s), want %s", got.Mode, got.Reason, mode)
+			}
+			return New(run)
+		},
 		NoLostEvents: "an instance's end is the wait status the harness reaps as the process's subreaper, not an event that can be lost",
 		NewHandle:    newTargetHandle,
 	})

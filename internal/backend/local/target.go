@@ -12,8 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/envvar"
@@ -37,10 +35,28 @@ type target struct {
 	downPid int
 	// starting is the result of a start hook Up launched, until Ready.
 	starting chan error
-	// frozen is the pid a freeze stopped, for its thaw.
-	frozen int
+	// frozen is the pid a freeze stopped, for its thaw; frozenIn the start
+	// hook whose cgroup a freeze froze.
+	frozen   int
+	frozenIn *proc.Process
 	// snap is the target's state taken before the run stopped it.
 	snap *targetState
+	// starter is the start hook that started what runs now, for a target
+	// the run owns: in cgroup mode its cgroup holds the target's
+	// processes, whatever they fork (see contained).
+	starter *proc.Process
+}
+
+// contained returns the start hook whose cgroup holds the target, when the
+// run owns the target and contains its processes in cgroups; nil when the
+// target is signalled by its pid (an external target, process-group mode).
+func (t *target) contained() *proc.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.starter == nil || t.starter.Cgroup() == nil {
+		return nil
+	}
+	return t.starter
 }
 
 func (t *target) run() *backend.Run { return t.b.run }
@@ -93,9 +109,20 @@ func (t *target) logWriter() *os.File {
 	return f
 }
 
-// runHook runs one of the target's hooks, logging to logs/<target>.log.
+// runHook runs one of the target's hooks, logging to logs/<target>.log. A
+// start hook of a target the run owns runs in a cgroup of its own (in
+// cgroup mode), which becomes the target's: the daemon it starts and
+// everything that forks stay in it.
 func (t *target) runHook(ctx context.Context, which, script string) (*shell.Result, error) {
-	return t.run().RunHook(ctx, backend.TargetHook{Target: t.name, Owned: t.owned(), Which: which, Script: script, Env: []string{"CHAOS_PID_FILE=" + t.pidFile()}})
+	h := backend.TargetHook{Target: t.name, Owned: t.owned(), Which: which, Script: script, Env: []string{"CHAOS_PID_FILE=" + t.pidFile()}}
+	if which == "start" && t.owned() {
+		h.OnStart = func(p *proc.Process) {
+			t.mu.Lock()
+			t.starter = p
+			t.mu.Unlock()
+		}
+	}
+	return t.run().RunHook(ctx, h)
 }
 
 // healthy runs the health hook once; without one, a live pid is healthy.
@@ -167,12 +194,33 @@ func (t *target) Start(ctx context.Context) error {
 	if err := t.waitHealthy(ctx); err != nil {
 		return err
 	}
-	pid, err := t.livePid()
+	pid, err := t.proven()
 	if err != nil {
 		return err
 	}
 	t.run().Record("target.started", rundir.F("target", t.name), rundir.F("pid", pid))
 	return nil
+}
+
+// proven returns the target's pid once it is proven to be what the run
+// started: the pid file names a live process and, for a target the run owns
+// in cgroup mode, one in the target's cgroup. It is asked once the health
+// check has passed, so a failure means the health check was answered by
+// something else than the target.
+func (t *target) proven() (int, error) {
+	pid, err := t.pid()
+	if err != nil {
+		return 0, err
+	}
+	if !proc.Alive(pid) {
+		return 0, fmt.Errorf("target %s: health answered, but the target's process exited: is another copy running on the same port? (pid %d from %s is not running)", t.name, pid, t.pidFile())
+	}
+	if p := t.contained(); p != nil {
+		if in, err := p.Cgroup().Contains(pid); err != nil || !in {
+			return 0, fmt.Errorf("target %s: health answered, but pid %d from %s is not in the target's cgroup %s, so the start hook did not start it: is another copy running, or was the target handed to another supervisor?", t.name, pid, t.pidFile(), p.Cgroup().Path)
+		}
+	}
+	return pid, nil
 }
 
 // Stop ends a target the run owns, after taking its end-of-run state for
@@ -184,19 +232,35 @@ func (t *target) Stop(ctx context.Context) error {
 	t.mu.Unlock()
 	if t.spec.Stop != "" {
 		_, err := t.runHook(ctx, "stop", t.spec.Stop)
+		if p := t.contained(); p != nil && err == nil {
+			// What the hook stopped is gone before the run looks for
+			// leftovers; what it did not stop is a leak.
+			gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = p.WaitGone(gctx)
+			cancel()
+		}
 		return err
 	}
 	pid, err := t.livePid()
 	if err != nil {
 		return nil // already down
 	}
+	if p := t.contained(); p != nil {
+		return t.downCgroup(ctx, p, pid, 10*time.Second)
+	}
 	return t.terminate(ctx, pid, 10*time.Second)
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// Down takes the target's process down: SIGTERM and grace, or SIGKILL. It
-// returns once the process (and the group it leads) is gone.
+// Down takes the target down: SIGTERM and grace, or SIGKILL. For a target
+// the run owns in cgroup mode that is its whole cgroup (the daemon and all
+// it forked, whatever it did to its session or environment), and Down
+// returns once the cgroup is empty and everything that was in it reaped.
+// Otherwise the signals go to its pid (and the group it leads), and Down
+// returns once the process has exited and been reaped (a zombie still
+// answers kill -0, so a replacement would take it for the old server) and
+// its group is gone.
 func (t *target) Down(ctx context.Context, d backend.Down) error {
 	pid, err := t.livePid()
 	if err != nil {
@@ -205,10 +269,37 @@ func (t *target) Down(ctx context.Context, d backend.Down) error {
 	t.mu.Lock()
 	t.downPid = pid
 	t.mu.Unlock()
+	if p := t.contained(); p != nil {
+		return t.downCgroup(ctx, p, pid, d.Grace)
+	}
 	if d.Grace > 0 {
 		return t.terminate(ctx, pid, d.Grace)
 	}
 	return t.kill(ctx, pid)
+}
+
+// downCgroup stops everything in the cgroup of the start hook p (SIGTERM
+// to each, grace, then cgroup.kill; or cgroup.kill at once) and waits until
+// it is empty and every process that was in it is reaped.
+func (t *target) downCgroup(ctx context.Context, p *proc.Process, pid int, grace time.Duration) error {
+	if in, err := p.Cgroup().Contains(pid); err != nil || !in {
+		return fmt.Errorf("target %s: pid %d from %s is not in the target's cgroup %s", t.name, pid, t.pidFile(), p.Cgroup().Path)
+	}
+	var err error
+	if grace > 0 {
+		err = p.Terminate(grace)
+	} else {
+		err = p.Kill()
+	}
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("target %s: %w", t.name, err)
+	}
+	gctx, cancel := context.WithTimeout(ctx, goneTimeout)
+	defer cancel()
+	if err := p.WaitGone(gctx); err != nil {
+		return fmt.Errorf("target %s: %w", t.name, err)
+	}
+	return nil
 }
 
 // Up launches the start hook and returns once the pid file names a live
@@ -289,15 +380,31 @@ func (t *target) Ready(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return t.waitHealthy(ctx)
+	if err := t.waitHealthy(ctx); err != nil {
+		return err
+	}
+	_, err := t.proven()
+	return err
 }
 
-// Freeze stops the target's process (its whole group when it leads one)
-// with SIGSTOP; Thaw sends SIGCONT.
+// Freeze stops the target: for a target the run owns in cgroup mode its
+// whole cgroup (cgroup.freeze), else its process (its whole group when it
+// leads one) with SIGSTOP; Thaw undoes it.
 func (t *target) Freeze(ctx context.Context) error {
 	pid, err := t.livePid()
 	if err != nil {
 		return err
+	}
+	if p := t.contained(); p != nil {
+		fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
+		defer cancel()
+		if err := p.FreezeContext(fctx); err != nil {
+			return fmt.Errorf("target %s: %w", t.name, err)
+		}
+		t.mu.Lock()
+		t.frozenIn = p
+		t.mu.Unlock()
+		return nil
 	}
 	if err := t.signal(pid, syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("target %s: SIGSTOP to %d: %w", t.name, pid, err)
@@ -310,9 +417,17 @@ func (t *target) Freeze(ctx context.Context) error {
 
 func (t *target) Thaw(ctx context.Context) error {
 	t.mu.Lock()
-	pid := t.frozen
-	t.frozen = 0
+	pid, p := t.frozen, t.frozenIn
+	t.frozen, t.frozenIn = 0, nil
 	t.mu.Unlock()
+	if p != nil {
+		tctx, cancel := context.WithTimeout(ctx, freezeTimeout)
+		defer cancel()
+		if err := p.ThawContext(tctx); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return fmt.Errorf("target %s: %w", t.name, err)
+		}
+		return nil
+	}
 	if pid == 0 {
 		return nil
 	}
@@ -340,7 +455,7 @@ func (t *target) terminate(ctx context.Context, pid int, grace time.Duration) er
 	if err := t.signal(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("target %s: SIGTERM to %d: %w", t.name, pid, err)
 	}
-	if !waitExit(ctx, pid, grace) {
+	if waitGone(ctx, pid, grace) != nil {
 		if err := t.kill(ctx, pid); err != nil {
 			return err
 		}
@@ -381,50 +496,47 @@ func (t *target) kill(ctx context.Context, pid int) error {
 	if err := t.signal(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("target %s: SIGKILL to %d: %w", t.name, pid, err)
 	}
-	if !waitExit(ctx, pid, 30*time.Second) {
-		return fmt.Errorf("target %s: pid %d still alive 30s after SIGKILL", t.name, pid)
+	if err := waitGone(ctx, pid, goneTimeout); err != nil {
+		return fmt.Errorf("target %s: pid %d still there %s after SIGKILL: %w", t.name, pid, goneTimeout, err)
 	}
 	waitGroupGone(pid, 5*time.Second)
 	return nil
 }
 
-// waitExit waits until pid has exited, at most limit. It uses a pidfd, which
-// becomes readable the moment the process exits, so no polling is needed;
-// when pidfds are unavailable it falls back to checking /proc.
-func waitExit(ctx context.Context, pid int, limit time.Duration) bool {
-	deadline := time.Now().Add(limit)
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return !proc.Alive(pid) || pollExit(ctx, pid, deadline)
-	}
-	defer unix.Close(fd)
-	for {
-		remaining := time.Until(deadline)
-		if remaining <= 0 || ctx.Err() != nil {
-			return !proc.Alive(pid)
-		}
-		step := min(remaining, 100*time.Millisecond)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, int(step.Milliseconds())+1)
-		if err != nil && err != unix.EINTR {
-			return pollExit(ctx, pid, deadline)
-		}
-		// A readable pidfd means exited; a zombie not yet reaped by the
-		// reaper counts as gone too.
-		if n > 0 || !proc.Alive(pid) {
-			return true
-		}
-	}
-}
+// foreignReap is how long waitGone gives the parent of an exited process
+// that is not the harness's child to reap it.
+const foreignReap = 2 * time.Second
 
-func pollExit(ctx context.Context, pid int, deadline time.Time) bool {
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if !proc.Alive(pid) {
-			return true
+// waitGone waits, at most limit, until pid is gone: every thread of it has
+// exited (a main thread that called pthread_exit leaves a zombie leader
+// while the others still run) and it has been reaped, so kill -0 fails and
+// a pid file naming it is stale. The harness reaps its own children and
+// the orphans it adopted as subreaper at once (proc.WaitGone). A process
+// with another parent is that parent's to reap: if it has not within
+// foreignReap of its exit, its zombie, which holds no port or file, is
+// taken as gone.
+func waitGone(ctx context.Context, pid int, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var exited time.Time
+	for {
+		step, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := proc.WaitGone(step, pid)
+		stop()
+		if err == nil {
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
+		if !proc.Alive(pid) && proc.Parent(pid) != os.Getpid() {
+			if exited.IsZero() {
+				exited = time.Now()
+			} else if time.Since(exited) >= foreignReap {
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return err
+		}
 	}
-	return !proc.Alive(pid)
 }
 
 // copyLog copies the target's own log file, when it names one, to
