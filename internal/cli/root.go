@@ -19,6 +19,9 @@ const (
 	ExitFail = 1
 	// ExitError: invalid input, a harness error, or the verdict ERROR.
 	ExitError = 2
+	// ExitInconclusive: the verdict is INCONCLUSIVE (no check failed, but
+	// the run did not show what a check needs to count).
+	ExitInconclusive = 3
 )
 
 // exitError carries an exit code up to Main; its message (if any) has
