@@ -304,7 +304,9 @@ func countOK[T any](l []T, fn func(T) bool) int {
 	return n
 }
 
-func num(f float64) string { return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".") }
+func num(f float64) string {
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.6f", f), "0"), ".")
+}
 
 // CheckQueue checks a queue: enqueues (f enqueue, value the element),
 // dequeues (f dequeue, ok value the element, null when the queue was empty)

@@ -93,7 +93,7 @@ func TestPairingProblems(t *testing.T) {
 func TestSet(t *testing.T) {
 	for _, c := range []struct {
 		name, hist, outcome string
-		want               []string
+		want                []string
 	}{
 		{"all present", `
 			w-0 0 invoke add 1 1
@@ -157,7 +157,7 @@ func check(t *testing.T, r *Result, outcome string, want []string) {
 func TestCounter(t *testing.T) {
 	for _, c := range []struct {
 		name, hist, outcome string
-		want               []string
+		want                []string
 	}{
 		{"exact", `
 			w-0 0 invoke add 1 1
