@@ -79,7 +79,7 @@ recorded evidence whether the system did what the hypothesis claims. An
 adapter (a second YAML file, or one built in) binds the harness to one system
 on one backend.
 
-Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR.`,
+Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR. 3 INCONCLUSIVE (nothing failed, but the run did not show what a check needs).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
