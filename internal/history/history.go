@@ -427,3 +427,13 @@ func Quote(items []string, n int) string {
 	}
 	return strings.Join(items[:n], ", ") + fmt.Sprintf(", … (%d more)", len(items)-n)
 }
+
+// ShellHelper defines, on one line, the POSIX shell function chaos_history
+// that a workload script gets with eval "$CHAOS_HISTORY_SH":
+//
+//	chaos_history TYPE F [VALUE]
+//
+// appends a stamped line to $CHAOS_HISTORY; VALUE is JSON (a number, a
+// quoted string, a list), null when left out; the process is
+// $CHAOS_PROCESS (0 when unset). It costs one date(1) per line.
+const ShellHelper = `chaos_history() { _chaos_ts=$(date +%s.%N); case $_chaos_ts in *N*) _chaos_ts=$(date +%s);; esac; printf '{"process":"%s","type":"%s","f":"%s","value":%s,"ts":%s}\n' "${CHAOS_PROCESS:-0}" "$1" "$2" "${3:-null}" "$_chaos_ts" >> "${CHAOS_HISTORY:?}"; }`
