@@ -45,8 +45,9 @@ const (
 	Info   = "info"
 )
 
-// MaxLineBytes bounds one history line; a longer line is a problem.
-const MaxLineBytes = 1 << 20
+// MaxLineBytes bounds one history line (a final read of a large set is
+// one long line); a longer line is a problem.
+const MaxLineBytes = 64 << 20
 
 // Event is one line of a history.
 type Event struct {
@@ -300,7 +301,7 @@ func Load(sources []Source, start time.Time) (*History, error) {
 }
 
 // FromEvents builds a history from events already parsed (for tests and
-// tools); Events keep their order within each instance.
+// tools), each instance's events in its file's order.
 func FromEvents(events []Event) *History {
 	h := &History{Events: append([]Event(nil), events...)}
 	seen := map[string]bool{}
@@ -314,10 +315,11 @@ func FromEvents(events []Event) *History {
 	return h
 }
 
-// build sorts events by time (stable, so each file keeps its order) and
-// pairs them into ops.
+// build pairs each process's invocations with their completions in the
+// order its file has them (a clock that stepped back cannot mix them up),
+// then orders events and ops by time (stable, so each file keeps its
+// order among equal times).
 func (h *History) build() {
-	sort.SliceStable(h.Events, func(i, j int) bool { return h.Events[i].T < h.Events[j].T })
 	end := 0.0
 	for _, e := range h.Events {
 		end = math.Max(end, e.T)
@@ -331,7 +333,7 @@ func (h *History) build() {
 				o := &h.Ops[i]
 				o.Type, o.Open, o.End = Info, true, e.T
 			}
-			h.Ops = append(h.Ops, Op{Index: len(h.Ops), Instance: e.Instance, Process: e.Process, F: e.F, InvokeValue: e.Value, Value: e.Value, Start: e.T, Line: e.Line, Type: Info, Open: true, End: end})
+			h.Ops = append(h.Ops, Op{Instance: e.Instance, Process: e.Process, F: e.F, InvokeValue: e.Value, Value: e.Value, Start: e.T, Line: e.Line, Type: Info, Open: true, End: end})
 			open[pid] = len(h.Ops) - 1
 			continue
 		}
@@ -345,10 +347,15 @@ func (h *History) build() {
 		if e.F != o.F {
 			h.Problems = append(h.Problems, Problem{e.Instance, e.Line, fmt.Sprintf("%s %s completes the invoke of %s (line %d)", e.Type, e.F, o.F, o.Line)})
 		}
-		o.Type, o.Open, o.End, o.EndLine, o.Error = e.Type, false, e.T, e.Line, e.Error
+		o.Type, o.Open, o.End, o.EndLine, o.Error = e.Type, false, math.Max(e.T, o.Start), e.Line, e.Error
 		if len(e.Value) > 0 && string(e.Value) != "null" {
 			o.Value = e.Value
 		}
+	}
+	sort.SliceStable(h.Events, func(i, j int) bool { return h.Events[i].T < h.Events[j].T })
+	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Start < h.Ops[j].Start })
+	for i := range h.Ops {
+		h.Ops[i].Index = i
 	}
 }
 
