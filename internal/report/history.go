@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/history"
-	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/verdict"
 )
@@ -317,4 +316,3 @@ func sortFindings(f []finding) {
 	sort.SliceStable(f, func(i, j int) bool { return f[i].Bad && !f[j].Bad })
 }
 
-var _ = rundir.ResultInconclusive
