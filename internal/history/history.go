@@ -163,9 +163,7 @@ func Parse(r io.Reader, instance string, start time.Time) ([]Event, []Problem, i
 			continue
 		}
 		var l line
-		dec := json.NewDecoder(bytes.NewReader(text))
-		dec.UseNumber()
-		if err := dec.Decode(&l); err != nil {
+		if text[0] != '{' || json.Unmarshal(text, &l) != nil {
 			problems = append(problems, Problem{instance, n, "not a JSON object: " + clip(string(text), 80)})
 			continue
 		}
