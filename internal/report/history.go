@@ -35,21 +35,21 @@ const (
 // histPlot is one workload's operations: latency over time and rate.
 type histPlot struct {
 	ID, Workload, Summary, Note string
-	Instances                  []string
-	Files                      []logLink
+	Instances                   []string
+	Files                       []logLink
 	// Latency: one path per result (ok, fail, info) and one of the
 	// operations checkers named.
-	Latency                  []series
-	LatH, LatTop, LatPlotH   int
-	LatAxisY, LatGridBot     int
-	LatY                     []tick
-	Rate                     []series
+	Latency                   []series
+	LatH, LatTop, LatPlotH    int
+	LatAxisY, LatGridBot      int
+	LatY                      []tick
+	Rate                      []series
 	RateH, RateTop, RatePlotH int
-	RateAxisY, RateGridBot   int
-	RateY                    []tick
-	Ticks                    []tick
-	LatBands, RateBands      []gbar
-	Shown, Total             int
+	RateAxisY, RateGridBot    int
+	RateY                     []tick
+	Ticks                     []tick
+	LatBands, RateBands       []gbar
+	Shown, Total              int
 }
 
 // finding is one checker finding, with links to the operations it names.
@@ -315,4 +315,3 @@ func niceCeil(v float64) float64 {
 func sortFindings(f []finding) {
 	sort.SliceStable(f, func(i, j int) bool { return f[i].Bad && !f[j].Bad })
 }
-
