@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/history"
+	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/verdict"
 )
 
@@ -70,5 +74,35 @@ func TestStopNode(t *testing.T) {
 		if !strings.Contains(string(env), v) {
 			t.Errorf("env lacks %s", v)
 		}
+	}
+}
+
+// plainInstance is an instance of a backend that cannot be asked to stop.
+type plainInstance struct{ backend.Instance }
+
+// A stop node on instances that cannot be asked to stop is a harness error
+// naming them; ended and not yet created instances are left alone.
+func TestStopUnsupportedIsAnError(t *testing.T) {
+	x := parse(t, stopWriters)
+	d, err := rundir.Create(t.TempDir(), "stop-writers", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := rundir.NewRecorder(d, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	e := &engine{x: x, reg: newRegistry(x), rec: rec}
+	hs := e.reg.workload("w")
+	hs[0].inst, hs[0].state = plainInstance{}, backend.Running
+	hs[1].inst, hs[1].state = plainInstance{}, backend.Succeeded
+	err = e.stopWorkload(context.Background(), "w")
+	if err == nil || err.Error() != "instance w-0 cannot be asked to stop: its backend does not support the stop node" {
+		t.Fatalf("error %v", err)
+	}
+	hs[0].state = backend.Failed
+	if err := e.stopWorkload(context.Background(), "w"); err != nil {
+		t.Errorf("no running instance: %v", err)
 	}
 }
