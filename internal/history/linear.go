@@ -33,8 +33,10 @@ type regOutput struct {
 	Unknown bool
 }
 
-// registerModel is a single register holding a JSON value (by Key).
-func registerModel(initial string) porcupine.Model {
+// registerModel is a single register holding a JSON value (by Key);
+// describe names an operation (by its index in the history) on the
+// counter-example page.
+func registerModel(initial string, describe func(int) string) porcupine.Model {
 	nd := porcupine.NondeterministicModel{
 		Init: func() []any { return []any{initial} },
 		Step: func(state, input, output any) []any {
@@ -86,7 +88,12 @@ func registerModel(initial string) porcupine.Model {
 		DescribeState: func(state any) string { return state.(string) },
 	}
 	m := nd.ToModel()
-	m.DescribeOperationMetadata = func(info any) string { return fmt.Sprint(info) }
+	m.DescribeOperationMetadata = func(info any) string {
+		if i, ok := info.(int); ok && describe != nil {
+			return describe(i)
+		}
+		return fmt.Sprint(info)
+	}
 	return m
 }
 
@@ -171,7 +178,7 @@ func CheckLinearizable(h *History, opt LinearOptions) *Result {
 		r.Summary = append(r.Summary, "no read, write or cas to check")
 		return r
 	}
-	model := registerModel(initial)
+	model := registerModel(initial, func(i int) string { o := &h.Ops[i]; return o.Ref() + " " + o.Type })
 	deadline := time.Now().Add(opt.Timeout)
 	for _, k := range keys {
 		left := time.Until(deadline)
