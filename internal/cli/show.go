@@ -181,20 +181,20 @@ func describeCheck(w io.Writer, indent string, c *experiment.Check) {
 		case experiment.CheckLinearizable:
 			text = fmt.Sprintf("The histories are linearizable against a %s model.", c.Model)
 		}
-		if r := c.Requires; r != nil {
-			var need []string
-			if r.FaultDuringOperations {
-				need = append(need, "a fault hit an open operation")
-			}
-			if r.OKAfterLastFault > 0 {
-				need = append(need, fmt.Sprintf("%d ok operations after the last fault", r.OKAfterLastFault))
-			}
-			if r.MinOK > 0 {
-				need = append(need, fmt.Sprintf("%d ok operations", r.MinOK))
-			}
-			if len(need) > 0 {
-				text += " Counts only if " + strings.Join(need, ", ") + "; otherwise INCONCLUSIVE."
-			}
+	}
+	if r := c.Requires; r != nil {
+		var need []string
+		if r.FaultDuringOperations {
+			need = append(need, "a fault hit an open operation")
+		}
+		if r.OKAfterLastFault > 0 {
+			need = append(need, fmt.Sprintf("%d ok operations after the last fault", r.OKAfterLastFault))
+		}
+		if r.MinOK > 0 {
+			need = append(need, fmt.Sprintf("%d ok operations", r.MinOK))
+		}
+		if len(need) > 0 {
+			text += " Counts only if " + strings.Join(need, " and ") + "; otherwise INCONCLUSIVE."
 		}
 	}
 	writeWrapped(w, indent+"  ", text)
