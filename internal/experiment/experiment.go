@@ -4,6 +4,8 @@
 package experiment
 
 import (
+	"slices"
+
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
@@ -83,14 +85,7 @@ const (
 var HistoryChecks = []string{CheckSet, CheckCounter, CheckQueue, CheckLinearizable}
 
 // IsHistoryCheck reports whether kind reads operation histories.
-func IsHistoryCheck(kind string) bool {
-	for _, k := range HistoryChecks {
-		if k == kind {
-			return true
-		}
-	}
-	return false
-}
+func IsHistoryCheck(kind string) bool { return slices.Contains(HistoryChecks, kind) }
 
 // Check is a belief about the evidence a run recorded. Which fields apply
 // depends on Kind.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/history"
 	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/verdict"
@@ -83,7 +84,7 @@ func buildHistories(r *runview.Run, span float64) (plots []*histPlot, findings [
 						break
 					}
 					marked[o.Instance+"\x00"+strconv.Itoa(o.Line)] = true
-					w, _, _ := splitInstance(o.Instance)
+					w, _, _ := experiment.SplitInstance(o.Instance)
 					fd.Ops = append(fd.Ops, findingOp{
 						Text: fmt.Sprintf("%s/%s %s %s %s, t=%s to %s (line %d)", o.Instance, o.Process, o.F, clip(o.Value, 80), o.Type, num(o.Start, 3), num(o.End, 3), o.Line),
 						Zoom: fmt.Sprintf("#t=%s-%s", num(math.Max(0, o.Start-0.5), 3), num(math.Min(span, o.End+0.5), 3)),
@@ -123,15 +124,6 @@ func buildHistories(r *runview.Run, span float64) (plots []*histPlot, findings [
 		plots = append(plots, p)
 	}
 	return plots, findings, strings.TrimSpace(note)
-}
-
-func splitInstance(name string) (string, int, bool) {
-	i := strings.LastIndexByte(name, '-')
-	if i < 0 {
-		return name, 0, false
-	}
-	n, err := strconv.Atoi(name[i+1:])
-	return name[:i], n, err == nil
 }
 
 // pickOps chooses at most MaxOpPoints operations to draw: every marked one,

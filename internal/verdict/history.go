@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,22 +69,13 @@ func HistorySources(d *rundir.Dir, events []rundir.Event, workloads []string) []
 		if w == "" {
 			w, _, _ = experiment.SplitInstance(name)
 		}
-		if len(workloads) > 0 && !contains(workloads, w) {
+		if len(workloads) > 0 && !slices.Contains(workloads, w) {
 			continue
 		}
 		seen[name] = true
 		out = append(out, history.Source{Instance: name, Path: filepath.Join(d.OutputDir(w, name), filepath.FromSlash(history.File))})
 	}
 	return out
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // historyCheck runs a set, counter, queue or linearizable check on the
