@@ -32,7 +32,7 @@ for c in "${cases[@]}"; do
     t0=$(date +%s.%N)
     out=$(chaos run --adapter "examples/adapters/$a.yaml" "examples/$x.yaml" 2>/dev/null) || true
     t1=$(date +%s.%N)
-    secs="$secs $(echo "$t1 - $t0" | bc)"
+    secs="$secs $(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
     v=$(printf '%s\n' "$out" | tail -2 | head -1)
     run=$(printf '%s\n' "$out" | tail -1)
     if [ "$v" = "$want" ]; then right=$((right + 1)); else other="$other $v"; fi
