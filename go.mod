@@ -3,6 +3,7 @@ module github.com/chaos-harness/chaos
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/invopop/jsonschema v0.14.0
 	github.com/moby/moby/api v1.57.0

@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -96,6 +98,11 @@ func haveTools(names ...string) (bool, error) {
 //
 // Condition [redis]: redis-server is installed (an error in CI without it).
 // Condition [etcd]: etcd and etcdctl are installed (likewise).
+// Condition [postgres]: Debian's PostgreSQL server, its postgres user and
+// runuser are there (likewise).
+//
+// chaos-dbclient (examples/clients/dbclient) is built once and put on the
+// PATH of every script.
 func TestScripts(t *testing.T) {
 	examples := examplesDir(t)
 	testscript.Run(t, testscript.Params{
@@ -104,6 +111,12 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("CHAOS_RUNS_DIR", filepath.Join(env.WorkDir, "runs"))
+			// The durability examples' client, built once for all scripts.
+			bin, err := buildDBClient()
+			if err != nil {
+				return err
+			}
+			env.Setenv("PATH", bin+string(os.PathListSeparator)+env.Getenv("PATH"))
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {
@@ -112,6 +125,8 @@ func TestScripts(t *testing.T) {
 				return haveRedis()
 			case "etcd":
 				return haveTools("etcd", "etcdctl")
+			case "postgres":
+				return havePostgres()
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
@@ -123,6 +138,46 @@ func TestScripts(t *testing.T) {
 			"flakyhits": cmdFlakyHits,
 		},
 	})
+}
+
+var (
+	dbClientOnce sync.Once
+	dbClientDir  string
+	dbClientErr  error
+)
+
+// buildDBClient builds examples/clients/dbclient as chaos-dbclient into a
+// directory of its own and returns the directory.
+func buildDBClient() (string, error) {
+	dbClientOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "chaos-dbclient-")
+		if err != nil {
+			dbClientErr = err
+			return
+		}
+		dbClientDir = dir
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", filepath.Join(dir, "chaos-dbclient"), "./examples/clients/dbclient")
+		cmd.Dir = filepath.Join("..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			dbClientErr = fmt.Errorf("building chaos-dbclient: %v\n%s", err, out)
+		}
+	})
+	return dbClientDir, dbClientErr
+}
+
+// havePostgres reports whether Debian's PostgreSQL server can be run as its
+// postgres user; like haveRedis, its absence is an error under CI.
+func havePostgres() (bool, error) {
+	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/postgres")
+	_, errU := exec.LookPath("runuser")
+	errP := exec.Command("id", "postgres").Run()
+	if len(m) > 0 && errU == nil && errP == nil && os.Geteuid() == 0 {
+		return true, nil
+	}
+	if os.Getenv("CI") != "" {
+		return false, errors.New("PostgreSQL (or its postgres user, or runuser, or root) is missing, and CI is set: scripts/test.sh installs it")
+	}
+	return false, nil
 }
 
 func cmdExits(ts *testscript.TestScript, neg bool, args []string) {

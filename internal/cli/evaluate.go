@@ -174,6 +174,8 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		return nil
 	case 1:
 		return withCode(ExitFail, "")
+	case 3:
+		return withCode(ExitInconclusive, "")
 	}
 	return withCode(ExitError, "")
 }

@@ -27,6 +27,9 @@ const (
 	ExitFail = 1
 	// ExitError: invalid input, a harness error, or the verdict ERROR.
 	ExitError = 2
+	// ExitInconclusive: the verdict is INCONCLUSIVE (no check failed, but
+	// the run did not show what a check needs to count).
+	ExitInconclusive = 3
 )
 
 // exitError carries an exit code up to Main; its message (if any) has
@@ -139,7 +142,7 @@ recorded evidence whether the system did what the hypothesis claims. An
 adapter (a second YAML file, or one built in) binds the harness to one system
 on one backend.
 
-Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR.`,
+Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR. 3 INCONCLUSIVE (nothing failed, but the run did not show what a check needs).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, args []string) {

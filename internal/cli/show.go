@@ -168,6 +168,33 @@ func describeCheck(w io.Writer, indent string, c *experiment.Check) {
 				what = "the metric " + c.Family + labelsInWords(c.Labels)
 			}
 			text = fmt.Sprintf("While the instance is Running, %s never stands still for more than %s.", what, c.Limit)
+		case experiment.CheckSet:
+			text = "Every add acknowledged in the histories is in the final read, and nothing else is."
+		case experiment.CheckCounter:
+			text = "Every read of the counter lies within what the acknowledged and uncertain adds allow."
+		case experiment.CheckQueue:
+			text = "Nothing acknowledged is lost from the queue, nothing comes out that never went in"
+			if !c.AllowDuplicates {
+				text += ", and nothing comes out twice"
+			}
+			text += "."
+		case experiment.CheckLinearizable:
+			text = fmt.Sprintf("The histories are linearizable against a %s model.", c.Model)
+		}
+	}
+	if r := c.Requires; r != nil {
+		var need []string
+		if r.FaultDuringOperations {
+			need = append(need, "a fault hit an open operation")
+		}
+		if r.OKAfterLastFault > 0 {
+			need = append(need, fmt.Sprintf("%d ok operations after the last fault", r.OKAfterLastFault))
+		}
+		if r.MinOK > 0 {
+			need = append(need, fmt.Sprintf("%d ok operations", r.MinOK))
+		}
+		if len(need) > 0 {
+			text += " Counts only if " + strings.Join(need, " and ") + "; otherwise INCONCLUSIVE."
 		}
 	}
 	writeWrapped(w, indent+"  ", text)
@@ -304,6 +331,8 @@ func describeFlow(w io.Writer, indent string, x *experiment.Experiment, f *exper
 		}
 	case experiment.FlowDelay:
 		fmt.Fprintf(w, "%swait %s\n", indent, f.Delay)
+	case experiment.FlowStop:
+		fmt.Fprintf(w, "%sask %s to stop\n", indent, f.Stop)
 	case experiment.FlowRepeat:
 		fmt.Fprintf(w, "%s%s:\n", indent, f.Label())
 		describeFlow(w, indent+"  ", x, f.Repeat.Body)

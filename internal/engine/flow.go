@@ -12,6 +12,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/history"
 	"github.com/chaos-harness/chaos/internal/redact"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -85,8 +86,42 @@ func (e *engine) nodeBody(ctx context.Context, f *experiment.FlowNode) error {
 		return e.waitWorkload(ctx, f.Wait)
 	case experiment.FlowRepeat:
 		return e.repeat(ctx, f)
+	case experiment.FlowStop:
+		return e.stopWorkload(ctx, f.Stop)
 	}
 	return fmt.Errorf("unknown flow node kind %q", f.Kind)
+}
+
+// stopWorkload asks every running instance of the workload to stop: the
+// backend creates the stop file ($CHAOS_STOP_FILE) in each, and each
+// request is recorded as instance.stop-requested. It does not wait for
+// them to end (the workload's node, or a wait, does). Instances not yet
+// created, or already ended, are left alone. An instance whose backend
+// cannot be asked to stop is a harness error: the flow cannot do what the
+// experiment says.
+func (e *engine) stopWorkload(ctx context.Context, workload string) error {
+	var live []*instanceHandle
+	e.reg.mu.Lock()
+	for _, h := range e.reg.workload(workload) {
+		if h.inst != nil && !h.state.Terminal() {
+			live = append(live, h)
+		}
+	}
+	e.reg.mu.Unlock()
+	var errs []error
+	for _, h := range live {
+		sr, ok := h.inst.(backend.StopRequester)
+		if !ok {
+			errs = append(errs, fmt.Errorf("instance %s cannot be asked to stop: its backend does not support the stop node", h.name))
+			continue
+		}
+		if err := sr.RequestStop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("asking %s to stop: %w", h.name, err))
+			continue
+		}
+		e.rec.Record("instance.stop-requested", rundir.F("workload", workload), rundir.F("instance", h.name))
+	}
+	return errors.Join(errs...)
 }
 
 // parallel runs children at once; the first error cancels the others.
@@ -250,6 +285,13 @@ func (e *engine) instanceEnv(w *experiment.Workload, h *instanceHandle) []string
 		"CHAOS_INSTANCES", fmt.Sprint(w.InstanceCount()),
 		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR", out,
 		"CHAOS_RUN_SCRIPT", e.dir.Path("workloads", w.Name, "run.sh"),
+		// Operation histories and the stop node (docs/checkers.md). A
+		// backend whose output directory is elsewhere maps these two paths
+		// into the instance as it does the output directory.
+		"CHAOS_HISTORY", filepath.Join(out, filepath.FromSlash(history.File)),
+		"CHAOS_STOP_FILE", filepath.Join(out, filepath.FromSlash(backend.StopFile)),
+		"CHAOS_RUN_START", fmt.Sprintf("%.6f", float64(e.rec.Start().UnixNano())/1e9),
+		"CHAOS_HISTORY_SH", history.ShellHelper,
 	)
 }
 

@@ -4,6 +4,8 @@
 package experiment
 
 import (
+	"slices"
+
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
@@ -71,7 +73,19 @@ const (
 	CheckEvent    = "event"
 	CheckMetric   = "metric"
 	CheckStall    = "stall"
+	// History checkers: they read the operation histories workloads wrote
+	// (output/.chaos/history.jsonl) and run at experiment scope.
+	CheckSet          = "set"
+	CheckCounter      = "counter"
+	CheckQueue        = "queue"
+	CheckLinearizable = "linearizable"
 )
+
+// HistoryChecks lists the check kinds that read operation histories.
+var HistoryChecks = []string{CheckSet, CheckCounter, CheckQueue, CheckLinearizable}
+
+// IsHistoryCheck reports whether kind reads operation histories.
+func IsHistoryCheck(kind string) bool { return slices.Contains(HistoryChecks, kind) }
 
 // Check is a belief about the evidence a run recorded. Which fields apply
 // depends on Kind.
@@ -79,7 +93,7 @@ type Check struct {
 	Pos         manifest.Pos `yaml:"-" json:"-"`
 	Name        string       `yaml:"name" json:"name"`
 	Description string       `yaml:"description" json:"description,omitempty"`
-	Kind        string       `yaml:"kind" json:"kind" jsonschema:"enum=exit-code,enum=shell,enum=event,enum=metric,enum=stall"`
+	Kind        string       `yaml:"kind" json:"kind" jsonschema:"enum=exit-code,enum=shell,enum=event,enum=metric,enum=stall,enum=set,enum=counter,enum=queue,enum=linearizable"`
 	// exit-code
 	Equals *int `yaml:"equals" json:"equals,omitempty" jsonschema_description:"exit-code: the exit code the script must end with."`
 	// shell
@@ -103,6 +117,21 @@ type Check struct {
 	// stall
 	File  string   `yaml:"file" json:"file,omitempty" jsonschema_description:"stall: a file in the instance's output that must keep growing while it runs."`
 	Limit Duration `yaml:"limit" json:"limit,omitempty" jsonschema_description:"stall: the longest time the evidence may stand still while the instance is Running."`
+	// history checkers (set, counter, queue, linearizable)
+	Workloads       []string      `yaml:"workloads" json:"workloads,omitempty" jsonschema_description:"set, counter, queue, linearizable: the workloads whose histories are read together (default: every workload)."`
+	Model           string        `yaml:"model" json:"model,omitempty" jsonschema:"enum=register,enum=kv" jsonschema_description:"linearizable: register (read, write, cas) or kv (the same with a key first)."`
+	Initial         string        `yaml:"initial" json:"initial,omitempty" jsonschema_description:"linearizable: the register's value before the history, as JSON (default null)."`
+	AllowDuplicates bool          `yaml:"allow-duplicates" json:"allow-duplicates,omitempty" jsonschema_description:"queue: the queue delivers at least once, so a value may come out twice."`
+	Requires        *Requirements `yaml:"requires" json:"requires,omitempty"`
+}
+
+// Requirements say what a run must have shown for a history check to
+// count; a run that did not show it is INCONCLUSIVE, not PASS.
+type Requirements struct {
+	Pos                   manifest.Pos `yaml:"-" json:"-"`
+	FaultDuringOperations bool         `yaml:"fault-during-operations" json:"fault-during-operations,omitempty" jsonschema_description:"At least one operation of the experiment acted while an operation of the histories was open."`
+	OKAfterLastFault      int          `yaml:"ok-after-last-fault" json:"ok-after-last-fault,omitempty" jsonschema_description:"At least this many operations completed ok that were invoked after the last fault ended."`
+	MinOK                 int          `yaml:"min-ok" json:"min-ok,omitempty" jsonschema_description:"At least this many operations completed ok in all."`
 }
 
 // Window limits a metric check to the scrapes around an operation: from

@@ -145,6 +145,9 @@ const (
 	FlowWait     = "wait"
 	FlowDelay    = "delay"
 	FlowRepeat   = "repeat"
+	// FlowStop asks a workload's running instances to stop: the harness
+	// creates $CHAOS_STOP_FILE in each, and the script ends when it sees it.
+	FlowStop = "stop"
 )
 
 // FlowNode is one node of the flow tree: a bare name of a workload or an
@@ -159,6 +162,8 @@ type FlowNode struct {
 	Wait     *Wait       `json:"wait,omitempty"`
 	Delay    Duration    `json:"delay,omitempty"`
 	Repeat   *Repeat     `json:"repeat,omitempty"`
+	// Stop is the workload a stop node asks to stop.
+	Stop string `json:"stop,omitempty"`
 }
 
 // Wait ends on a workload condition or on a signal.
@@ -191,6 +196,8 @@ type Repeat struct {
 	Body  *FlowNode `json:"body"`
 }
 
+// flowKeys are the keys error messages list; stop is accepted too (and
+// suggested), but left out of those lists so their wording stays stable.
 var flowKeys = []string{FlowSerial, FlowParallel, FlowWait, FlowDelay, FlowRepeat}
 
 // UnmarshalNode implements manifest.Unmarshaler.
@@ -243,9 +250,16 @@ func (f *FlowNode) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string)
 		case FlowRepeat:
 			f.Kind = FlowRepeat
 			f.Repeat = decodeRepeat(d, v, child)
+		case FlowStop:
+			f.Kind = FlowStop
+			if v.Kind != yaml.ScalarNode || v.Value == "" || v.Tag == "!!null" {
+				d.Errorf(v, child, "expected a workload name, got %s", manifest.Describe(v))
+				return
+			}
+			f.Stop = v.Value
 		default:
 			msg := fmt.Sprintf("unknown flow node %q: expected one of %s, or a bare workload or operation name", k.Value, strings.Join(flowKeys, ", "))
-			if s := manifest.Suggest(k.Value, flowKeys); s != "" {
+			if s := manifest.Suggest(k.Value, append(flowKeys[:len(flowKeys):len(flowKeys)], FlowStop)); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			d.Errorf(k, child, "%s", msg)
@@ -350,6 +364,8 @@ func (f *FlowNode) Label() string {
 		return fmt.Sprintf("wait %s %s", w.Workload, w.Condition)
 	case FlowDelay:
 		return "delay " + f.Delay.String()
+	case FlowStop:
+		return "stop " + f.Stop
 	case FlowRepeat:
 		var parts []string
 		if f.Repeat.For > 0 {

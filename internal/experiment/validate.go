@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -111,6 +112,11 @@ func validate(d *manifest.Decoder, x *Experiment) {
 	}
 
 	x.eachCheck(func(p string, c *Check) {
+		for i, w := range c.Workloads {
+			if x.Workload(w) == nil {
+				d.Problem(fmt.Sprintf("%s.workloads[%d]", p, i), "no workload named %q%s", w, manifest.DidYouMean(w, workloadNames(x)))
+			}
+		}
 		if c.Window != nil && x.Operation(c.Window.Operation) == nil {
 			d.Problem(p+".window.operation", "no operation named %q%s", c.Window.Operation, manifest.DidYouMean(c.Window.Operation, flowNames(x)))
 		}
@@ -204,7 +210,7 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 		d.Problem(p+".name", "%q is not a valid check name: use lower-case letters, digits, dots, underscores and dashes", c.Name)
 	}
 	seen[c.Name] = true
-	kinds := []string{CheckShell, CheckEvent, CheckMetric}
+	kinds := []string{CheckShell, CheckEvent, CheckMetric, CheckSet, CheckCounter, CheckQueue, CheckLinearizable}
 	if workload {
 		kinds = []string{CheckExitCode, CheckShell, CheckEvent, CheckMetric, CheckStall}
 	}
@@ -250,6 +256,30 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 			d.Problem(p+".field", "unknown field %q; expected one of %s", c.Field, strings.Join(MetricFields, ", "))
 		}
 		checkLabelPatterns(d, p+".labels", c.Labels)
+	case CheckSet, CheckCounter, CheckQueue, CheckLinearizable:
+		if workload {
+			d.Problem(p+".kind", "%s checks read the histories of whole workloads together; put them in the experiment's checks", c.Kind)
+		}
+		if c.Kind == CheckLinearizable {
+			switch c.Model {
+			case "":
+				d.Problem(p, "a linearizable check needs model: register or kv")
+			case "register", "kv":
+			default:
+				d.Problem(p+".model", "unknown model %q; expected register or kv%s", c.Model, manifest.DidYouMean(c.Model, []string{"register", "kv"}))
+			}
+			if c.Initial != "" && !json.Valid([]byte(c.Initial)) {
+				d.Problem(p+".initial", "%q is not a JSON value; write a number, null, or a quoted string such as '\"a\"'", c.Initial)
+			}
+		}
+		if r := c.Requires; r != nil {
+			if r.OKAfterLastFault < 0 {
+				d.Problem(p+".requires.ok-after-last-fault", "must not be negative")
+			}
+			if r.MinOK < 0 {
+				d.Problem(p+".requires.min-ok", "must not be negative")
+			}
+		}
 	case CheckStall:
 		if !workload {
 			d.Problem(p+".kind", "stall checks belong to a workload: they watch each instance while it runs")
@@ -300,6 +330,11 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 	misplacedAny("value", c.Value != nil, CheckMetric)
 	misplacedAny("file", c.File != "", CheckStall)
 	misplacedAny("limit", c.Limit != 0, CheckStall)
+	misplacedAny("workloads", c.Workloads != nil, HistoryChecks...)
+	misplacedAny("requires", c.Requires != nil, HistoryChecks...)
+	misplacedAny("model", c.Model != "", CheckLinearizable)
+	misplacedAny("initial", c.Initial != "", CheckLinearizable)
+	misplacedAny("allow-duplicates", c.AllowDuplicates, CheckQueue)
 }
 
 // Metric check vocabulary.
@@ -464,6 +499,10 @@ func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 			if w.Condition != "" {
 				d.Problem(p+".condition", "condition applies to workload waits, not signals")
 			}
+		}
+	case FlowStop:
+		if x.Workload(f.Stop) == nil {
+			d.Problem(manifest.Join(f.Path, "stop"), "no workload named %q%s", f.Stop, manifest.DidYouMean(f.Stop, workloadNames(x)))
 		}
 	case FlowRepeat:
 		if f.Repeat.Body != nil && f.Repeat.Body.Kind != FlowRef && len(f.Repeat.Body.Children) == 0 && (f.Repeat.Body.Kind == FlowSerial || f.Repeat.Body.Kind == FlowParallel) {

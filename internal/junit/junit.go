@@ -135,6 +135,10 @@ func Build(v *rundir.Verdict, r *runview.Run) *Suites {
 		case rundir.ResultError:
 			tc.Error = &Outcome{Message: message(detail, "the check could not run"), Type: "error", Text: detail}
 			shown["check "+c.ID+": "] = true
+		case rundir.ResultInconclusive:
+			// Skipped, not failed or errored: the check decided nothing
+			// about the system; the run's exit code (3) still says so.
+			tc.Skipped = &Outcome{Message: "inconclusive: " + message(detail, "the run did not show what the check needs"), Text: detail}
 		case rundir.ResultXFail:
 			kind := "known"
 			if c.Expectation != nil && c.Expectation.Kind == experiment.ExpectFlaky {

@@ -112,6 +112,9 @@ type page struct {
 	W, L, P int
 
 	Gantt        *gantt
+	Histories    []*histPlot
+	Findings     []finding
+	HistoryNote  string
 	Charts       []*chart
 	MissingFocus []string
 	ChartNote    string
@@ -137,7 +140,7 @@ type count struct {
 }
 
 type checkRow struct {
-	ID, Result, Issue, Kind, Detail string
+	ID, Result, Issue, Kind, Detail, Artifact string
 }
 
 type input struct {
@@ -224,7 +227,7 @@ func build(r *runview.Run) *page {
 		p.Errors = v.Errors
 		p.Warnings = v.Warnings
 		p.Flaky = v.Flaky
-		for _, k := range []string{rundir.ResultOK, rundir.ResultFail, rundir.ResultXFail, rundir.ResultXPass, rundir.ResultError} {
+		for _, k := range []string{rundir.ResultOK, rundir.ResultFail, rundir.ResultXFail, rundir.ResultXPass, rundir.ResultInconclusive, rundir.ResultError} {
 			if n := v.Counts[k]; n > 0 {
 				p.Counts = append(p.Counts, count{k, n})
 			}
@@ -236,6 +239,9 @@ func build(r *runview.Run) *page {
 				limit = maxDetailShort
 			}
 			row := checkRow{ID: c.ID, Result: c.Result, Detail: clip(c.Detail, limit)}
+			if c.Artifact != "" && !strings.Contains(c.Artifact, "..") && !filepath.IsAbs(c.Artifact) {
+				row.Artifact = href(c.Artifact)
+			}
 			shown += len(row.Detail)
 			if c.Expectation != nil {
 				row.Issue, row.Kind = c.Expectation.Issue, c.Expectation.Kind
@@ -252,6 +258,8 @@ func build(r *runview.Run) *page {
 		}
 	}
 	p.Gantt, p.TimelineNote = buildGantt(r, span)
+	p.Histories, p.Findings, p.HistoryNote = buildHistories(r, span)
+	sortFindings(p.Findings)
 	p.Charts, p.MissingFocus, p.ChartNote = buildCharts(r, span)
 	p.Inputs = inputs(r)
 	files, notes := reportFiles(r)
@@ -281,7 +289,7 @@ func timeSpan(r *runview.Run) float64 {
 
 func verdictClass(v string) string {
 	switch v {
-	case rundir.VerdictPass, rundir.VerdictXFail, rundir.VerdictFail, rundir.VerdictError:
+	case rundir.VerdictPass, rundir.VerdictXFail, rundir.VerdictFail, rundir.VerdictError, rundir.VerdictInconclusive:
 		return strings.ToLower(v)
 	case rundir.VerdictNA:
 		return "na"

@@ -9,6 +9,10 @@ const (
 	ResultXFail = "xfail"
 	ResultXPass = "xpass"
 	ResultError = "error"
+	// ResultInconclusive is a check that could not decide: the run did not
+	// show what the check needs to count (see Requires in the experiment),
+	// or the evidence was too thin (no final read).
+	ResultInconclusive = "inconclusive"
 )
 
 // Verdicts.
@@ -18,6 +22,9 @@ const (
 	VerdictFail  = "FAIL"
 	VerdictError = "ERROR"
 	VerdictNA    = "n/a"
+	// VerdictInconclusive: no check failed, but at least one could not
+	// decide, so the run proved nothing either way.
+	VerdictInconclusive = "INCONCLUSIVE"
 )
 
 // ExitCode maps a verdict to the process exit code.
@@ -27,6 +34,8 @@ func ExitCode(verdict string) int {
 		return 0
 	case VerdictFail:
 		return 1
+	case VerdictInconclusive:
+		return 3
 	}
 	return 2
 }
@@ -60,6 +69,35 @@ type CheckResult struct {
 	Detail      string          `json:"detail,omitempty"`
 	Expectation *ExpectationRef `json:"expectation,omitempty"`
 	Seconds     float64         `json:"seconds"`
+	// Findings are what a history checker found, each naming the
+	// operations it is about; Artifact is a page in the run directory
+	// (relative path) that shows a counter-example.
+	Findings []Finding `json:"findings,omitempty"`
+	Artifact string    `json:"artifact,omitempty"`
+}
+
+// Finding is one kind of thing a history checker found: lost adds,
+// unexpected values, reads out of bounds, an operation that cannot be
+// linearized. Values and Ops list the first few.
+type Finding struct {
+	Kind   string   `json:"kind"`
+	Count  int      `json:"count"`
+	Bad    bool     `json:"bad"`
+	Values []string `json:"values,omitempty"`
+	Ops    []OpRef  `json:"ops,omitempty"`
+}
+
+// OpRef names one operation of a history: the instance that wrote it, its
+// process, the line of its invocation and its times on the run's clock.
+type OpRef struct {
+	Instance string  `json:"instance"`
+	Process  string  `json:"process"`
+	F        string  `json:"f"`
+	Type     string  `json:"type"`
+	Value    string  `json:"value,omitempty"`
+	Line     int     `json:"line"`
+	Start    float64 `json:"start"`
+	End      float64 `json:"end"`
 }
 
 // FlakyHit records which instances a flaky expectation's checks failed on.

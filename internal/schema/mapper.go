@@ -48,7 +48,7 @@ func flowNode() *jsonschema.Schema {
 		"do":       ref,
 	})
 	return &jsonschema.Schema{
-		Description: "A flow node: a workload or operation name, serial, parallel, wait, delay or repeat.",
+		Description: "A flow node: a workload or operation name, serial, parallel, wait, delay, repeat or stop.",
 		OneOf: []*jsonschema.Schema{
 			str("The name of a workload (run its instances to their end) or an operation (apply it)."),
 			list,
@@ -57,6 +57,7 @@ func flowNode() *jsonschema.Schema {
 			obj(map[string]*jsonschema.Schema{"wait": wait}, "wait"),
 			obj(map[string]*jsonschema.Schema{"delay": duration()}, "delay"),
 			obj(map[string]*jsonschema.Schema{"repeat": repeat}, "repeat"),
+			obj(map[string]*jsonschema.Schema{"stop": str("Ask this workload's running instances to stop: the harness creates $CHAOS_STOP_FILE in each.")}, "stop"),
 		},
 	}
 }

@@ -286,10 +286,10 @@ func lchoose(n, k int) float64 {
 func (s *Summary) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	group := "group (" + s.By + ")"
-	fmt.Fprintf(tw, "experiment\tadapter\t%s\truns\tPASS\tXFAIL\tFAIL\tERROR\tpass rate\n", group)
+	fmt.Fprintf(tw, "experiment\tadapter\t%s\truns\tPASS\tXFAIL\tFAIL\tINCONCLUSIVE\tERROR\tpass rate\n", group)
 	for _, c := range s.Cells {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%.0f%%\n", c.Experiment, c.Adapter, c.Group, c.Runs,
-			c.Verdicts[rundir.VerdictPass], c.Verdicts[rundir.VerdictXFail], c.Verdicts[rundir.VerdictFail], c.Verdicts[rundir.VerdictError], 100*c.PassRate())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f%%\n", c.Experiment, c.Adapter, c.Group, c.Runs,
+			c.Verdicts[rundir.VerdictPass], c.Verdicts[rundir.VerdictXFail], c.Verdicts[rundir.VerdictFail], c.Verdicts[rundir.VerdictInconclusive], c.Verdicts[rundir.VerdictError], 100*c.PassRate())
 	}
 	tw.Flush()
 	if len(s.Hits) > 0 {

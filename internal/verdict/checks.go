@@ -24,6 +24,11 @@ type outcome struct {
 	// err, when set, makes the result "error": the check itself could not
 	// decide (timed out, could not start). It is the short reason.
 	err string
+	// inconclusive: the check could not decide (no final read, the run did
+	// not show what the check requires).
+	inconclusive bool
+	findings     []rundir.Finding
+	artifact     string
 }
 
 // maxNearMisses bounds the events an event check lists in its detail.
@@ -74,8 +79,12 @@ func (ev *evaluator) check(r rundir.CheckResult, fn func() outcome) {
 		ev.interrupt(ev.ctx.Err())
 		return
 	}
-	r.OK = o.ok && o.err == ""
+	r.OK = o.ok && o.err == "" && !o.inconclusive
 	r.Detail = o.detail
+	r.Findings, r.Artifact = o.findings, o.artifact
+	if o.inconclusive && o.err == "" {
+		r.Result = rundir.ResultInconclusive
+	}
 	if o.err != "" {
 		r.Result = rundir.ResultError
 		ev.errorf("check %s: %s", r.ID, o.err)
@@ -169,6 +178,8 @@ func (ev *evaluator) runExperimentChecks() {
 				return ev.eventCheck(c, "")
 			case experiment.CheckMetric:
 				return ev.metricCheck(c, "", "")
+			case experiment.CheckSet, experiment.CheckCounter, experiment.CheckQueue, experiment.CheckLinearizable:
+				return ev.historyCheck(c, r.ID)
 			}
 			msg := fmt.Sprintf("%s checks cannot run at experiment scope", c.Kind)
 			return outcome{err: msg, detail: msg}

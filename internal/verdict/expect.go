@@ -22,7 +22,9 @@ func (ev *evaluator) add(r rundir.CheckResult) {
 		}
 	}
 	c := cover{exp: -1}
-	if r.Result != rundir.ResultError {
+	// An error or an inconclusive result says nothing about the system, so
+	// no expectation covers it.
+	if r.Result != rundir.ResultError && r.Result != rundir.ResultInconclusive {
 		c = ev.coverOf(&r)
 	}
 	if c.exp >= 0 {

@@ -36,6 +36,8 @@ func Label(r *rundir.CheckResult) string {
 		return "XPASS"
 	case rundir.ResultError:
 		return "ERROR"
+	case rundir.ResultInconclusive:
+		return "INCONCLUSIVE"
 	}
 	return strings.ToUpper(r.Result)
 }
@@ -52,8 +54,11 @@ func Print(w io.Writer, v *rundir.Verdict) {
 		}
 		fmt.Fprintln(w, line)
 		switch r.Result {
-		case rundir.ResultFail, rundir.ResultXFail, rundir.ResultError:
+		case rundir.ResultFail, rundir.ResultXFail, rundir.ResultError, rundir.ResultInconclusive:
 			printDetail(w, v, r.Detail)
+			if r.Artifact != "" {
+				printDetail(w, v, "counter-example: "+r.Artifact)
+			}
 		}
 		if r.Result == rundir.ResultError {
 			shown["check "+r.ID+": "] = true

@@ -1,6 +1,6 @@
 // Package verdict decides a run's verdict from its run directory alone: it
 // runs every check against the recorded evidence, applies the experiment's
-// expectations and says PASS, XFAIL, FAIL, ERROR or n/a. The run engine calls
+// expectations and says PASS, XFAIL, FAIL, INCONCLUSIVE, ERROR or n/a. The run engine calls
 // it at the end of a run (verdict.json); chaos evaluate calls it again later,
 // offline, with no process of the run around (evaluations/).
 //
@@ -153,6 +153,8 @@ type evaluator struct {
 	v      *rundir.Verdict
 
 	scrapeCache map[string][]rundir.Scrape
+	// historyWarned marks the instances whose history problems are warned.
+	historyWarned map[string]bool
 
 	// From the timeline.
 	instances   []instance
@@ -340,6 +342,10 @@ func (ev *evaluator) finish() {
 		v.Verdict = rundir.VerdictError
 	case v.Counts[rundir.ResultFail] > 0 || v.Counts[rundir.ResultXPass] > 0:
 		v.Verdict = rundir.VerdictFail
+	case v.Counts[rundir.ResultInconclusive] > 0:
+		// Between FAIL and XFAIL: nothing failed, but something could not
+		// be decided, so the run cannot vouch for the known failures alone.
+		v.Verdict = rundir.VerdictInconclusive
 	case v.Counts[rundir.ResultXFail] > 0:
 		v.Verdict = rundir.VerdictXFail
 	default:
