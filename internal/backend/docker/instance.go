@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/history"
 	"github.com/chaos-harness/chaos/internal/tarsafe"
 )
 
@@ -238,6 +239,8 @@ func containerEnv(env, host []string) []string {
 	return backend.ContainerEnv(env, host, map[string]string{
 		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR": ContainerOutput,
 		"CHAOS_RUN_SCRIPT": ContainerScript,
+		"CHAOS_HISTORY":    path.Join(ContainerOutput, history.File),
+		"CHAOS_STOP_FILE":  path.Join(ContainerOutput, backend.StopFile),
 		// docker-init (tini) signals the whole process group.
 		"TINI_KILL_PROCESS_GROUP": "1",
 	})
@@ -642,6 +645,30 @@ func (in *instance) Delete(ctx context.Context) error {
 	// Done closes now even if the engine's events never say so.
 	in.finish(backend.Failed, "Removed")
 	return errors.Join(errs...)
+}
+
+// RequestStop makes the stop file appear in the container's output
+// directory (copied in, so it works whatever the image has).
+func (in *instance) RequestStop(ctx context.Context) error {
+	in.mu.Lock()
+	ended, id := in.ended, in.id
+	in.mu.Unlock()
+	if ended {
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: path.Dir(backend.StopFile) + "/", Mode: 0o777, ModTime: now}); err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: backend.StopFile, Mode: 0o666, ModTime: now}); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return in.b.g.copyTo(ctx, id, client.CopyToContainerOptions{DestinationPath: ContainerOutput, Content: &buf})
 }
 
 // OutputSize stats a file of the instance's output inside the container,

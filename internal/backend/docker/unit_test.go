@@ -10,7 +10,7 @@ func TestContainerEnv(t *testing.T) {
 	env := []string{"PATH=/usr/bin", "HOME=/custom", "CHAOS_RUN_ID=r", "SHARED=1", "TICKS=5",
 		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR=/host/out", "CHAOS_RUN_SCRIPT=/host/run.sh"}
 	got := strings.Join(containerEnv(env, host), " ")
-	want := "HOME=/custom CHAOS_RUN_ID=r TICKS=5 CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR=/chaos/output CHAOS_RUN_SCRIPT=/chaos/run.sh TINI_KILL_PROCESS_GROUP=1"
+	want := "HOME=/custom CHAOS_RUN_ID=r TICKS=5 CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR=/chaos/output CHAOS_HISTORY=/chaos/output/.chaos/history.jsonl CHAOS_RUN_SCRIPT=/chaos/run.sh CHAOS_STOP_FILE=/chaos/output/.chaos/stop TINI_KILL_PROCESS_GROUP=1"
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

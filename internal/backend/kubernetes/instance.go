@@ -24,6 +24,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/history"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/tarsafe"
 )
@@ -143,6 +144,8 @@ func (b *Backend) podSpec(name, cm, image string, spec backend.InstanceSpec) *co
 	env := backend.ContainerEnv(spec.Env, b.run.HostEnv, map[string]string{
 		"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR": outputDir,
 		"CHAOS_RUN_SCRIPT": binDir + "/run.sh",
+		"CHAOS_HISTORY":    path.Join(outputDir, history.File),
+		"CHAOS_STOP_FILE":  path.Join(outputDir, backend.StopFile),
 	})
 	var envVars []corev1.EnvVar
 	for _, kv := range env {
@@ -607,6 +610,18 @@ func (in *instance) Delete(ctx context.Context) error {
 		return fmt.Errorf("deleting pod %s: %w", in.pod, err)
 	}
 	return nil
+}
+
+// RequestStop makes the stop file appear in the pod's output directory.
+func (in *instance) RequestStop(ctx context.Context) error {
+	in.mu.Lock()
+	ended := in.ended
+	in.mu.Unlock()
+	if ended {
+		return nil
+	}
+	f := path.Join(outputDir, backend.StopFile)
+	return in.b.exec(ctx, in.pod, collectorContainer, []string{"/bin/sh", "-c", `mkdir -p "$(dirname "$1")" && touch "$1"`, "stop", f}, nil)
 }
 
 // OutputSize reads the size of a file of the output inside the pod, for
