@@ -55,6 +55,9 @@ type Backend struct {
 	configMaps map[string]bool      // by name
 	images     map[string]string    // image -> image id seen on a pod
 	podsSeen   map[string]bool      // pod names the run's informer saw
+	// snaps are a run-owned pod target's pods just before the run stopped
+	// it, by target.
+	snaps map[string][]corev1.Pod
 
 	// dropUpdate, for tests, loses the pod updates it returns true for,
 	// as if the watch had never delivered them.
@@ -63,7 +66,7 @@ type Backend struct {
 
 func open(ctx context.Context, run *backend.Run) (backend.Backend, error) {
 	b := &Backend{run: run, start: run.Start, instances: map[string]*instance{}, configMaps: map[string]bool{},
-		images: map[string]string{}, podsSeen: map[string]bool{}, stop: make(chan struct{})}
+		images: map[string]string{}, podsSeen: map[string]bool{}, snaps: map[string][]corev1.Pod{}, stop: make(chan struct{})}
 	o, err := parseOptions(run.Adapter.Options)
 	if err != nil {
 		return nil, err

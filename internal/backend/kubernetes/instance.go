@@ -477,6 +477,7 @@ func (in *instance) Down(ctx context.Context, d backend.Down) error {
 	cid := in.mainID
 	in.down = true
 	in.settled[cid] = true
+	in.state, in.reason = backend.Pending, d.Reason
 	in.mu.Unlock()
 	in.spec.OnState(backend.Pending, d.Reason)
 	gone := func() bool { return in.terminated[cid] || in.mainID != cid || in.ended }
@@ -510,11 +511,17 @@ func (in *instance) Up(ctx context.Context) error {
 		return fmt.Errorf("instance %s is not down", in.spec.Name)
 	}
 	old := in.mainID
-	in.down = false
 	in.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
-	return in.waitUntil(ctx, "kubelet to start it again", func() bool { return in.mainID != old || in.ended })
+	// Down until the new container runs: kubelet's back-off wait in
+	// between (CrashLoopBackOff) is part of being down, not a state of its
+	// own. An end of the new container is seen either way.
+	err := in.waitUntil(ctx, "kubelet to start it again", func() bool { return in.mainID != old || in.ended })
+	in.mu.Lock()
+	in.down = false
+	in.mu.Unlock()
+	return err
 }
 
 // Ready holds once Up has returned: the container runs.

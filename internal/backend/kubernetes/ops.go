@@ -186,6 +186,7 @@ type capturedPod struct {
 	Name      string            `json:"name"`
 	Namespace string            `json:"namespace"`
 	Owned     bool              `json:"owned"`
+	Leaked    bool              `json:"leaked"`
 	Target    string            `json:"target,omitempty"`
 	Instance  string            `json:"instance,omitempty"`
 	Phase     string            `json:"phase"`
@@ -195,22 +196,26 @@ type capturedPod struct {
 	Labels    map[string]string `json:"labels"`
 }
 
-// Capture writes system/pods.json: every pod of the run still there, and
-// every pod that matches a named pod target, with its phase, readiness,
-// restarts and the reasons its containers wait (CrashLoopBackOff). An
-// adapter check reads it: no pod with "owned": true means nothing leaked.
+// Capture writes system/pods.json: every pod that matches a named pod
+// target (for one the run stopped, as it was just before the stop, with
+// "target" set), then every other pod of the run still there, with its
+// phase, readiness, restarts and the reasons its containers wait
+// (CrashLoopBackOff). "leaked" marks a pod of the run still there after
+// cleanup: an adapter check reads it, and no leaked pod means nothing of
+// the run was left behind.
 func (b *Backend) Capture(ctx context.Context, systemDir string) error {
 	if b.cs == nil || b.ns == "" {
 		return nil
 	}
 	out := []capturedPod{}
 	seen := map[string]bool{}
-	add := func(p corev1.Pod, target string) {
+	add := func(p corev1.Pod, target string, before bool) {
 		if seen[p.Name] {
 			return
 		}
 		seen[p.Name] = true
-		c := capturedPod{Name: p.Name, Namespace: p.Namespace, Owned: p.Labels[LabelRun] == b.run.ID, Target: target, Instance: p.Labels[LabelInstance],
+		owned := p.Labels[LabelRun] == b.run.ID
+		c := capturedPod{Name: p.Name, Namespace: p.Namespace, Owned: owned, Leaked: owned && !before, Target: target, Instance: p.Labels[LabelInstance],
 			Phase: string(p.Status.Phase), Ready: podReady(&p), Labels: p.Labels}
 		for _, st := range p.Status.ContainerStatuses {
 			c.Restarts += st.RestartCount
@@ -220,25 +225,32 @@ func (b *Backend) Capture(ctx context.Context, systemDir string) error {
 		}
 		out = append(out, c)
 	}
-	pods, err := b.runPods(ctx, nil)
-	if err != nil {
-		return err
-	}
-	for _, p := range pods {
-		add(p, "")
-	}
+	// Targets first: a run-owned target as it was just before its stop.
 	for _, name := range b.run.Adapter.TargetNames() {
 		t := b.run.Adapter.Target(name)
 		if t.Type != adapter.TypePod || len(t.Labels) == 0 {
 			continue
 		}
-		list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.Labels)})
-		if err != nil {
-			return err
+		b.mu.Lock()
+		pods, snapped := b.snaps[name]
+		b.mu.Unlock()
+		if !snapped {
+			list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.Labels)})
+			if err != nil {
+				return err
+			}
+			pods = list.Items
 		}
-		for _, p := range list.Items {
-			add(p, name)
+		for _, p := range pods {
+			add(p, name, snapped)
 		}
+	}
+	pods, err := b.runPods(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		add(p, "", false)
 	}
 	slices.SortFunc(out, func(a, c capturedPod) int { return cmpString(a.Name, c.Name) })
 	if err := os.MkdirAll(systemDir, 0o755); err != nil {

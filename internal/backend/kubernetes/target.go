@@ -132,6 +132,13 @@ func (t *podTarget) healthy(ctx context.Context) bool {
 // Stop stops a target the run owns with its stop hook, else by deleting
 // the controllers of the run that own its pods, and its pods.
 func (t *podTarget) Stop(ctx context.Context) error {
+	// The state at the end of the run is taken before the stop, for
+	// system/pods.json.
+	if pods, err := t.b.cs.CoreV1().Pods(t.b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.spec.Labels)}); err == nil {
+		t.b.mu.Lock()
+		t.b.snaps[t.name] = pods.Items
+		t.b.mu.Unlock()
+	}
 	if t.spec.Stop != "" {
 		_, err := t.b.run.RunHook(ctx, backend.TargetHook{Target: t.name, Owned: true, Which: "stop", Script: t.spec.Stop})
 		return err
