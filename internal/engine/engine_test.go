@@ -127,7 +127,7 @@ flow:
   serial:
     - w
     - repeat: {times: 3, serial: [{delay: 10ms}]}
-    - repeat: {for: 100ms, do: {delay: 40ms}}
+    - repeat: {for: 250ms, do: {delay: 100ms}}
 `, nil)
 	rounds := map[string]int{}
 	for _, e := range find(events, "repeat.round") {
@@ -136,9 +136,10 @@ flow:
 	if rounds["flow.serial[1]"] != 3 {
 		t.Errorf("times: 3 ran %d rounds", rounds["flow.serial[1]"])
 	}
-	// for: 100ms with 40 ms rounds starts rounds at 0, 40 and 80 ms only.
+	// for: 250ms with 100 ms rounds starts rounds at 0, 100 and 200 ms
+	// only (100 ms is the shortest round an unbounded repeat may have).
 	if n := rounds["flow.serial[2]"]; n < 2 || n > 3 {
-		t.Errorf("for: 100ms of 40ms rounds ran %d rounds, want 2 or 3", n)
+		t.Errorf("for: 250ms of 100ms rounds ran %d rounds, want 2 or 3", n)
 	}
 }
 

@@ -56,6 +56,7 @@ var Events = []EventSpec{
 	{"instance.timeout", []string{"workload", "instance", "timeout"}},
 	{"instance.stopping", []string{"workload", "instance", "reason"}},
 	{"instance.collected", []string{"workload", "instance", "exit_code"}},
+	{"instance.stop-requested", []string{"workload", "instance"}},
 	{"instance.leaked", []string{"instance", "pids"}},
 	{"instance.deleted", []string{"workload", "instance"}},
 

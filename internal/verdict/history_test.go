@@ -122,7 +122,7 @@ func TestHistoryCheckVerdicts(t *testing.T) {
 // A fail outranks an inconclusive check, and an inconclusive check outranks
 // a known failure.
 func TestInconclusivePrecedence(t *testing.T) {
-	x := historyExperiment + `  - {name: never, kind: event, event: never.happened}
+	x := historyExperiment + `  - {name: never, kind: event, event: run.aborted}
 expectations:
   - {issue: org/repo#1, checks: [experiment/never]}
 `
@@ -130,7 +130,7 @@ expectations:
 	if v.Verdict != rundir.VerdictInconclusive {
 		t.Errorf("inconclusive and xfail: %s, want INCONCLUSIVE", v.Verdict)
 	}
-	x = historyExperiment + `  - {name: never, kind: event, event: never.happened}
+	x = historyExperiment + `  - {name: never, kind: event, event: run.aborted}
 `
 	v, _ = historyRun(t, x, lines(`{"type":"invoke","f":"add","value":1,"t":1.0}`, `{"type":"ok","f":"add","value":1,"t":1.1}`), "")
 	if v.Verdict != rundir.VerdictFail {
