@@ -247,6 +247,12 @@ type Process struct {
 	exitedAt time.Time
 	status   syscall.WaitStatus
 	waitErr  error
+
+	// killed are the pids a SIGKILL reached outside the process group (in
+	// process-group mode), so WaitGone can wait for them too: once killed
+	// they carry no marker a walk could find them by.
+	killedMu sync.Mutex
+	killed   []int
 }
 
 // wait is the event-driven exit watcher: it sleeps in the runtime's poller
@@ -495,6 +501,11 @@ func (p *Process) Signal(sig syscall.Signal) error {
 			if ok {
 				delivered = true
 				fresh++
+				if sig == syscall.SIGKILL {
+					p.killedMu.Lock()
+					p.killed = append(p.killed, pid)
+					p.killedMu.Unlock()
+				}
 			}
 		}
 		if fresh == 0 && !retry {
@@ -848,6 +859,22 @@ func (p *Process) WaitGone(ctx context.Context) error {
 	for _, pid := range zombieChildrenWhere(self, func(st procStat) bool { return st.pgrp == p.Pid }) {
 		if err := WaitGone(ctx, pid); err != nil {
 			return fail(err)
+		}
+	}
+	// Processes a kill reached outside the group (after setsid) are the
+	// harness's to reap once they are orphans: gone means reaped.
+	p.killedMu.Lock()
+	killed := slices.Clone(p.killed)
+	p.killedMu.Unlock()
+	for _, pid := range killed {
+		for {
+			st, err := readStat(pid)
+			if err != nil || st.ppid != self {
+				break // gone, or not ours to wait for (a reused pid)
+			}
+			if err := WaitGone(ctx, pid); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	return nil
