@@ -54,6 +54,12 @@ func (m *Manifest) ReplayLine() string {
 	if plainChaosRun(m.Replay) {
 		return m.Replay
 	}
+	return m.rebuiltReplay()
+}
+
+// rebuiltReplay is the replay command made again from the manifest's
+// fields, each quoted.
+func (m *Manifest) rebuiltReplay() string {
 	if m.Experiment.File == "" {
 		return ""
 	}
