@@ -480,66 +480,103 @@ func (b *Backend) controllerOf(ctx context.Context, p *corev1.Pod) (controllerRe
 	return controllerRef{}, false, nil
 }
 
+// controllerAPI is what the harness does to a controller of one kind.
+type controllerAPI struct {
+	labels      func() (map[string]string, error)
+	getScale    func() (*autoscalingv1.Scale, error)
+	updateScale func(*autoscalingv1.Scale) error
+	delete      func(metav1.DeleteOptions) error
+}
+
+// api returns the calls for ref's kind.
+func (b *Backend) api(ctx context.Context, ref controllerRef) (controllerAPI, error) {
+	apps, get, n := b.cs.AppsV1(), metav1.GetOptions{}, ref.name
+	switch ref.kind {
+	case "Deployment":
+		c := apps.Deployments(b.ns)
+		return controllerAPI{
+			labels: func() (map[string]string, error) {
+				d, err := c.Get(ctx, n, get)
+				if err != nil {
+					return nil, err
+				}
+				return d.Labels, nil
+			},
+			getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, get) },
+			updateScale: func(s *autoscalingv1.Scale) error {
+				_, err := c.UpdateScale(ctx, n, s, metav1.UpdateOptions{})
+				return err
+			},
+			delete: func(o metav1.DeleteOptions) error { return c.Delete(ctx, n, o) },
+		}, nil
+	case "ReplicaSet":
+		c := apps.ReplicaSets(b.ns)
+		return controllerAPI{
+			labels: func() (map[string]string, error) {
+				r, err := c.Get(ctx, n, get)
+				if err != nil {
+					return nil, err
+				}
+				return r.Labels, nil
+			},
+			getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, get) },
+			updateScale: func(s *autoscalingv1.Scale) error {
+				_, err := c.UpdateScale(ctx, n, s, metav1.UpdateOptions{})
+				return err
+			},
+			delete: func(o metav1.DeleteOptions) error { return c.Delete(ctx, n, o) },
+		}, nil
+	case "StatefulSet":
+		c := apps.StatefulSets(b.ns)
+		return controllerAPI{
+			labels: func() (map[string]string, error) {
+				st, err := c.Get(ctx, n, get)
+				if err != nil {
+					return nil, err
+				}
+				return st.Labels, nil
+			},
+			getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, get) },
+			updateScale: func(s *autoscalingv1.Scale) error {
+				_, err := c.UpdateScale(ctx, n, s, metav1.UpdateOptions{})
+				return err
+			},
+			delete: func(o metav1.DeleteOptions) error { return c.Delete(ctx, n, o) },
+		}, nil
+	}
+	return controllerAPI{}, fmt.Errorf("cannot act on a %s", ref.kind)
+}
+
+// ours returns ref's calls after checking it carries the run's label.
+func (b *Backend) ours(ctx context.Context, ref controllerRef) (controllerAPI, error) {
+	a, err := b.api(ctx, ref)
+	if err != nil {
+		return a, err
+	}
+	l, err := a.labels()
+	if err != nil {
+		return a, err
+	}
+	if l[LabelRun] != b.run.ID {
+		return a, fmt.Errorf("%s: %w", ref.key(), errNotOurs)
+	}
+	return a, nil
+}
+
 // scale sets a controller's replicas through its scale subresource, after
 // checking it carries the run's label, and returns the replicas it had.
 func (b *Backend) scale(ctx context.Context, ref controllerRef, replicas int32) (int32, error) {
-	var labels map[string]string
-	var get func() (*autoscalingv1.Scale, error)
-	var update func(*autoscalingv1.Scale) error
-	apps := b.cs.AppsV1()
-	switch ref.kind {
-	case "Deployment":
-		d, err := apps.Deployments(b.ns).Get(ctx, ref.name, metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-		labels = d.Labels
-		get = func() (*autoscalingv1.Scale, error) {
-			return apps.Deployments(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{})
-		}
-		update = func(s *autoscalingv1.Scale) error {
-			_, err := apps.Deployments(b.ns).UpdateScale(ctx, ref.name, s, metav1.UpdateOptions{})
-			return err
-		}
-	case "ReplicaSet":
-		r, err := apps.ReplicaSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-		labels = r.Labels
-		get = func() (*autoscalingv1.Scale, error) {
-			return apps.ReplicaSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{})
-		}
-		update = func(s *autoscalingv1.Scale) error {
-			_, err := apps.ReplicaSets(b.ns).UpdateScale(ctx, ref.name, s, metav1.UpdateOptions{})
-			return err
-		}
-	case "StatefulSet":
-		s, err := apps.StatefulSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{})
-		if err != nil {
-			return 0, err
-		}
-		labels = s.Labels
-		get = func() (*autoscalingv1.Scale, error) {
-			return apps.StatefulSets(b.ns).GetScale(ctx, ref.name, metav1.GetOptions{})
-		}
-		update = func(sc *autoscalingv1.Scale) error {
-			_, err := apps.StatefulSets(b.ns).UpdateScale(ctx, ref.name, sc, metav1.UpdateOptions{})
-			return err
-		}
-	default:
-		return 0, fmt.Errorf("cannot scale a %s", ref.kind)
+	a, err := b.ours(ctx, ref)
+	if err != nil {
+		return 0, err
 	}
-	if labels[LabelRun] != b.run.ID {
-		return 0, fmt.Errorf("%s: %w", ref.key(), errNotOurs)
-	}
-	sc, err := get()
+	sc, err := a.getScale()
 	if err != nil {
 		return 0, err
 	}
 	was := sc.Spec.Replicas
 	sc.Spec.Replicas = replicas
-	if err := update(sc); err != nil {
+	if err := a.updateScale(sc); err != nil {
 		return 0, fmt.Errorf("scaling %s to %d: %w", ref.key(), replicas, err)
 	}
 	return was, nil
@@ -547,34 +584,10 @@ func (b *Backend) scale(ctx context.Context, ref controllerRef, replicas int32) 
 
 // deleteController deletes a controller of the run, with its pods.
 func (b *Backend) deleteController(ctx context.Context, ref controllerRef) error {
-	fg := metav1.DeletePropagationForeground
-	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
-	var err error
-	switch ref.kind {
-	case "Deployment":
-		var d interface{ GetLabels() map[string]string }
-		if d, err = b.cs.AppsV1().Deployments(b.ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
-			if d.GetLabels()[LabelRun] != b.run.ID {
-				return fmt.Errorf("%s: %w", ref.key(), errNotOurs)
-			}
-			err = b.cs.AppsV1().Deployments(b.ns).Delete(ctx, ref.name, opts)
-		}
-	case "ReplicaSet":
-		var r interface{ GetLabels() map[string]string }
-		if r, err = b.cs.AppsV1().ReplicaSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
-			if r.GetLabels()[LabelRun] != b.run.ID {
-				return fmt.Errorf("%s: %w", ref.key(), errNotOurs)
-			}
-			err = b.cs.AppsV1().ReplicaSets(b.ns).Delete(ctx, ref.name, opts)
-		}
-	case "StatefulSet":
-		var s interface{ GetLabels() map[string]string }
-		if s, err = b.cs.AppsV1().StatefulSets(b.ns).Get(ctx, ref.name, metav1.GetOptions{}); err == nil {
-			if s.GetLabels()[LabelRun] != b.run.ID {
-				return fmt.Errorf("%s: %w", ref.key(), errNotOurs)
-			}
-			err = b.cs.AppsV1().StatefulSets(b.ns).Delete(ctx, ref.name, opts)
-		}
+	a, err := b.ours(ctx, ref)
+	if err == nil {
+		fg := metav1.DeletePropagationForeground
+		err = a.delete(metav1.DeleteOptions{PropagationPolicy: &fg})
 	}
 	if apierrors.IsNotFound(err) {
 		return nil
