@@ -18,5 +18,13 @@ hyperfine --warmup 3 --runs "${RUNS:-20}" --export-markdown "${OUT:-/dev/stdout}
   -n 'evaluate hello-world' "$bin evaluate $run" \
   -n 'validate every example' "$bin validate --dir examples"
 
+# A campaign of 20 runs that do nothing, against the shell loop it replaces.
+printf '%s\n' 'apiVersion: chaos/v1alpha1' 'id: noop' 'title: Nothing at all, to measure the harness' \
+  'hypothesis: The instance exits.' 'timeout: 1m' 'workloads: [{name: w, instances: 1, run: ":"}]' 'flow: w' >"$runs/noop.yaml"
+hyperfine --warmup 1 --runs "${CAMPAIGN_RUNS:-5}" --export-markdown "${OUT:-/dev/stdout}" \
+  -n 'chaos run --count 20 (noop)' "$bin run --count 20 --adapter local --runs-dir $runs $runs/noop.yaml" \
+  -n 'shell loop of 20 chaos run (noop)' "for i in \$(seq 20); do $bin run --plain --adapter local --runs-dir $runs $runs/noop.yaml; done"
+
 go test -run '^$' -bench 'SignalLatency|ReceiveHTTP|Report' -benchtime "${BENCHTIME:-1x}" \
   ./internal/observe/ ./internal/otlp/ ./internal/report/
+go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaign/

@@ -77,6 +77,18 @@ func haveTools(names ...string) (bool, error) {
 	return true, nil
 }
 
+// haveNetworkFaults reports whether the network faults can run here: as
+// root, with the host's tools; like haveRedis, not in CI.
+func haveNetworkFaults() (bool, error) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			return false, errors.New("the network faults need root, and CI is set")
+		}
+		return false, nil
+	}
+	return haveTools("nsenter", "nft", "tc", "iptables-restore", "busybox", "curl")
+}
+
 // TestScripts runs the end-to-end scripts in testdata/script: each one drives
 // the chaos command as a user would and asserts what it prints, its exit
 // code and the run directory it leaves.
@@ -100,6 +112,8 @@ func haveTools(names ...string) (bool, error) {
 // Condition [etcd]: etcd and etcdctl are installed (likewise).
 // Condition [postgres]: Debian's PostgreSQL server, its postgres user and
 // runuser are there (likewise).
+// Condition [netns]: the network faults can run: root, and nsenter, nft,
+// tc, iptables-restore, busybox and curl (likewise).
 //
 // chaos-dbclient (examples/clients/dbclient) is built once and put on the
 // PATH of every script.
@@ -127,6 +141,8 @@ func TestScripts(t *testing.T) {
 				return haveTools("etcd", "etcdctl")
 			case "postgres":
 				return havePostgres()
+			case "netns":
+				return haveNetworkFaults()
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -31,13 +31,14 @@ const (
 
 // Adapter is one adapter manifest.
 type Adapter struct {
-	Pos         manifest.Pos      `yaml:"-" json:"-"`
-	APIVersion  string            `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=chaos/v1alpha1"`
-	ID          string            `yaml:"id" json:"id"`
-	Title       string            `yaml:"title" json:"title,omitempty"`
-	Description string            `yaml:"description" json:"description,omitempty"`
-	Backend     string            `yaml:"backend" json:"backend" jsonschema_description:"The backend: chaos adapters lists those this build has."`
-	Env         map[string]string `yaml:"env" json:"env,omitempty" jsonschema_description:"Variables given to every hook."`
+	Pos         manifest.Pos        `yaml:"-" json:"-"`
+	APIVersion  string              `yaml:"apiVersion" json:"apiVersion" jsonschema:"enum=chaos/v1alpha1"`
+	ID          string              `yaml:"id" json:"id"`
+	Title       string              `yaml:"title" json:"title,omitempty"`
+	Description string              `yaml:"description" json:"description,omitempty"`
+	Backend     string              `yaml:"backend" json:"backend" jsonschema_description:"The backend: chaos adapters lists those this build has."`
+	Env         map[string]string   `yaml:"env" json:"env,omitempty" jsonschema_description:"Variables given to every hook."`
+	Secrets     *experiment.Secrets `yaml:"secrets" json:"secrets,omitempty"`
 	// HookTimeout bounds every hook that sets no timeout of its own.
 	HookTimeout Duration `yaml:"hook-timeout" json:"hook-timeout,omitempty" jsonschema_description:"Limit for hooks that set none of their own (default 60s)."`
 	// Settle is the wait between the end of the flow and the adapter checks.
@@ -167,6 +168,9 @@ type Limits struct {
 	Pos manifest.Pos `yaml:"-" json:"-"`
 	// Instances is the most instances that may run at once.
 	Instances int `yaml:"instances" json:"instances,omitempty" jsonschema:"minimum=1" jsonschema_description:"The most instances that may run at once; an experiment whose flow could run more is refused."`
+	// Parallel is the most runs on this adapter that one campaign may
+	// have under way at once (chaos run --parallel); 0 means no limit.
+	Parallel int `yaml:"parallel" json:"parallel,omitempty" jsonschema:"minimum=1" jsonschema_description:"The most runs on this adapter a campaign may have under way at once (chaos run --parallel); a larger --parallel is refused. 1 for a system that cannot be shared."`
 }
 
 // OTLPWatch is the watcher name of the built-in OTLP receiver: its spans

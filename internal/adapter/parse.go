@@ -76,6 +76,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 	if a.Backend == "" {
 		d.Problem("backend", "missing; name the backend the adapter is for (chaos adapters lists those this build has)")
 	}
+	experiment.ValidateSecrets(d, "secrets", a.Secrets)
 	if in := a.Instance; in != nil {
 		if (in.Create == "") != (in.State == "") {
 			d.Problem("instance", "instance hooks come as a set: create and state are both needed (collect and delete are optional)")
@@ -164,8 +165,15 @@ func validate(d *manifest.Decoder, a *Adapter) {
 			d.Problem(p, "missing run: the command to watch")
 		}
 	}
-	if a.Limits != nil && a.Limits.Instances < 1 {
-		d.Problem("limits.instances", "must be at least 1")
+	if a.Limits != nil {
+		_, hasInstances := a.Positions["limits.instances"]
+		_, hasParallel := a.Positions["limits.parallel"]
+		if a.Limits.Instances < 1 && (hasInstances || !hasParallel) {
+			d.Problem("limits.instances", "must be at least 1")
+		}
+		if hasParallel && a.Limits.Parallel < 1 {
+			d.Problem("limits.parallel", "must be at least 1")
+		}
 	}
 	if a.OTLP != nil {
 		if watchers[OTLPWatch] {

@@ -358,6 +358,18 @@ env:
 		e(6, 15, "lock-timeout", "expected a duration such as 15s, 500ms or 2m30s, got \"-1s\" (it must not be negative)"),
 		e(8, 8, "env.URL", "$CHAOS_PORT_PEER names no port of this adapter (ports: client, Client2, client, 9p)"),
 	}},
+	{name: "secrets", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: a
+backend: process
+secrets:
+  env: [9LIVES]
+  patterns: ["[a-", "a?"]
+`), want: []prob{
+		e(5, 9, "secrets.env[0]", "\"9LIVES\" is not a valid environment variable name"),
+		e(6, 14, "secrets.patterns[0]", "invalid regular expression: error parsing regexp: missing closing ]: `[a-`"),
+		e(6, 21, "secrets.patterns[1]", "\"a?\" matches empty text, so it would redact between every two characters; make it match the secret itself"),
+	}},
 	{name: "empty file", yaml: "", want: []prob{
 		e(1, 1, "", "the file is empty"),
 	}},
@@ -651,4 +663,21 @@ func FuzzParseAdapter(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLimitsParallel(t *testing.T) {
+	a, ps := Parse("a.yaml", []byte("apiVersion: chaos/v1alpha1\nid: one-at-a-time\nbackend: process\nlimits: {parallel: 1}\n"))
+	if ps.Err() != nil || a.Limits == nil || a.Limits.Parallel != 1 || a.Limits.Instances != 0 {
+		t.Fatalf("limits %+v, problems %v", a.Limits, ps)
+	}
+	for src, field := range map[string]string{
+		"limits: {parallel: 0}\n":               "limits.parallel",
+		"limits: {instances: 0, parallel: 2}\n": "limits.instances",
+		"limits: {}\n":                          "limits.instances",
+	} {
+		_, ps := Parse("a.yaml", []byte("apiVersion: chaos/v1alpha1\nid: x\nbackend: process\n"+src))
+		if len(ps) != 1 || ps[0].Field != field || ps[0].Msg != "must be at least 1" {
+			t.Errorf("%s: problems %v, want one on %s", src, ps, field)
+		}
+	}
 }

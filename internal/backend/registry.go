@@ -44,6 +44,11 @@ type Registration struct {
 	// for instances of a backend without native instances), or "" when it
 	// can. Nil supports every fault on every kind it lists.
 	Support func(a *adapter.Adapter, on On, kind Kind, fault string) string
+	// TargetSupport returns why fault cannot be applied to the named
+	// target t (of a kind the backend acts on), or "" when it can: what
+	// depends on the target itself (an external process runs in the
+	// host's network namespace). Nil leaves it to Support.
+	TargetSupport func(a *adapter.Adapter, name string, t *adapter.Target, fault string) string
 	// Claims reports whether the backend makes a's instances whatever a's
 	// backend field says (instance hooks make them, on any backend).
 	Claims func(a *adapter.Adapter) bool
@@ -174,6 +179,19 @@ func (r Registration) Supports(a *adapter.Adapter, on On, k Kind, fault string) 
 		return ""
 	}
 	return r.Support(a, on, k, fault)
+}
+
+// SupportsTarget returns why fault cannot be applied to the named target t
+// on backend r with adapter a, or "" when it can: Support for its kind,
+// then TargetSupport for the target itself.
+func (r Registration) SupportsTarget(a *adapter.Adapter, name string, t *adapter.Target, fault string) string {
+	if why := r.Supports(a, OnTarget, Kind(t.Type), fault); why != "" {
+		return why
+	}
+	if r.TargetSupport == nil {
+		return ""
+	}
+	return r.TargetSupport(a, name, t, fault)
 }
 
 // CheckAdapter reports, with positions in a's file, what is wrong with a

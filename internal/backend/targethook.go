@@ -29,6 +29,8 @@ type TargetHook struct {
 	// the hook runs under the run's supervisor (a target the run owns): in
 	// cgroup mode, what it starts stays in that process's cgroup.
 	OnStart func(p *proc.Process)
+	// Prefix is a command the hook's shell runs under (shell.Spec.Prefix).
+	Prefix []string
 }
 
 // RunHook runs a target's hook in the hook directory with the run's
@@ -53,7 +55,7 @@ func (r *Run) RunHook(ctx context.Context, h TargetHook) (*shell.Result, error) 
 		timeout = r.HookTimeout
 	}
 	spec := shell.Spec{Name: fmt.Sprintf("target %s %s hook", h.Target, h.Which), Script: h.Script, Dir: r.HookDir, Env: env, Timeout: timeout,
-		CgroupName: "target-" + h.Target + "-" + h.Which, OnStart: h.OnStart}
+		CgroupName: "target-" + h.Target + "-" + h.Which, OnStart: h.OnStart, Prefix: h.Prefix}
 	if !h.Quiet {
 		if log, err := os.OpenFile(r.Dir.LogFile(h.Target), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err == nil {
 			defer log.Close()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
@@ -177,10 +178,85 @@ func (b *binder) operation(p string, o *experiment.Operation) {
 		}
 		return
 	}
+	if o.Uses == experiment.FaultPartition {
+		b.partitionMembers(p, o)
+	}
 	if o.Target == nil {
 		return
 	}
 	b.target(p, o, true)
+}
+
+// partitionMembers checks the members a partition names (network.members
+// or network.groups): each is a workload, an instance or a named target of
+// the adapter, and the adapter can cut each one off.
+func (b *binder) partitionMembers(p string, o *experiment.Operation) {
+	n := o.Network
+	if n == nil {
+		return
+	}
+	type member struct{ path, name string }
+	var ms []member
+	for i, m := range n.Members {
+		ms = append(ms, member{fmt.Sprintf("%s.network.members[%d]", p, i), m})
+	}
+	for i, g := range n.Groups {
+		for j, m := range g {
+			ms = append(ms, member{fmt.Sprintf("%s.network.groups[%d][%d]", p, i, j), m})
+		}
+	}
+	if n.Isolate != "" && len(n.Members) > 0 {
+		ms = append(ms, member{p + ".network.isolate", n.Isolate})
+	}
+	for _, m := range ms {
+		switch kind, workload := MemberKind(b.x, b.a, m.name); kind {
+		case MemberWorkload, MemberInstance:
+			if why := InstanceFaultSupport(b.a, o.Uses); why != "" {
+				b.na(fmt.Sprintf("operation %s: %s on instances of %s: %s", o.Name, o.Uses, workload, why))
+			}
+		case MemberTarget:
+			if why := TargetFaultSupport(b.a, m.name, o.Uses); why != "" {
+				b.na(fmt.Sprintf("operation %s: %s on target %s: %s", o.Name, o.Uses, m.name, why))
+			}
+		default:
+			b.missing(m.path, "%q is neither a workload, an instance nor a target of adapter %s%s", m.name, b.a.ID, manifest.DidYouMean(m.name, append(b.a.TargetNames(), workloadNames(b.x)...)))
+		}
+	}
+}
+
+// What a partition member's name names.
+const (
+	MemberWorkload = "workload"
+	MemberInstance = "instance"
+	MemberTarget   = "target"
+)
+
+// MemberKind says what a partition member's name is: a workload of x, an
+// instance of one (workload-N), a named target of a, or "" when none; with
+// the workload for the first two.
+func MemberKind(x *experiment.Experiment, a *adapter.Adapter, name string) (kind, workload string) {
+	if x.Workload(name) != nil {
+		return MemberWorkload, name
+	}
+	if a.Target(name) != nil {
+		return MemberTarget, ""
+	}
+	if i := strings.LastIndex(name, "-"); i > 0 {
+		if w := x.Workload(name[:i]); w != nil {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				return MemberInstance, w.Name
+			}
+		}
+	}
+	return "", ""
+}
+
+func workloadNames(x *experiment.Experiment) []string {
+	var out []string
+	for _, w := range x.Workloads {
+		out = append(out, w.Name)
+	}
+	return out
 }
 
 // target checks the operation's target exists and, for a fault, that the
@@ -200,7 +276,7 @@ func (b *binder) target(p string, o *experiment.Operation, fault bool) {
 			b.d.Problem(p+".select.count", "selects %d but target %q is one %s", o.Select.Count, t.Name, tg.Type)
 		}
 		if fault {
-			if why := FaultSupport(a, tg.Type, tg.Faults, o.Uses); why != "" {
+			if why := TargetFaultSupport(a, t.Name, o.Uses); why != "" {
 				b.na(fmt.Sprintf("operation %s: %s on target %s: %s", o.Name, o.Uses, t.Name, why))
 			}
 		}
@@ -235,6 +311,22 @@ func FaultSupport(a *adapter.Adapter, typ string, declared []string, fault strin
 		return fmt.Sprintf("the %s backend cannot act on a %s", a.Backend, typ)
 	}
 	return support(a, r, backend.OnTarget, backend.Kind(typ), declared, fault)
+}
+
+// TargetFaultSupport returns why fault cannot be applied to the named
+// target name of adapter a, or "" when it can: what its kind supports on
+// its backend, what the backend says of the target itself, and the
+// target's own list of faults.
+func TargetFaultSupport(a *adapter.Adapter, name, fault string) string {
+	tg := a.Target(name)
+	if tg == nil {
+		return fmt.Sprintf("adapter %s defines no target %q", a.ID, name)
+	}
+	if why := FaultSupport(a, tg.Type, tg.Faults, fault); why != "" {
+		return why
+	}
+	r, _ := backend.ForKind(a, backend.OnTarget, backend.Kind(tg.Type))
+	return r.SupportsTarget(a, name, tg, fault)
 }
 
 // support asks backend r about fault, then the adapter's own list.

@@ -2,7 +2,7 @@ package cli
 
 import (
 	"context"
-	"fmt"
+
 	"slices"
 	"strings"
 
@@ -27,14 +27,19 @@ func newBuildImageCmd(s *streams) *cobra.Command {
 		Long: `Build the image instances run from by default, for every backend that has
 one (` + strings.Join(names, ", ") + `), without any registry: FROM scratch with Debian's
 busybox-static binary (/bin/busybox, package busybox-static) and its applets
-installed. With BACKEND, only that backend's.`,
-		Args:      cobra.MaximumNArgs(1),
+installed. With BACKEND, only that backend's.
+
+Exit codes: 0 built; 2 /bin/busybox is missing or the engine failed; 4 no
+such backend builds an image.`,
+		Example: `  chaos build-image
+  chaos build-image docker`,
+		Args:      maxArgs(1, "one backend"),
 		ValidArgs: names,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				only = args[0]
 				if !slices.Contains(names, only) {
-					return withCode(ExitError, fmt.Sprintf("no backend %q builds an image; these do: %s", only, strings.Join(names, ", ")))
+					return invalidf("no backend %q builds an image; these do: %s", only, strings.Join(names, ", "))
 				}
 			}
 			ctx := cmd.Context()
@@ -46,7 +51,7 @@ installed. With BACKEND, only that backend's.`,
 					continue
 				}
 				if err := r.BuildImage(ctx, s.out); err != nil {
-					return withCode(ExitError, fmt.Sprintf("%s: %v", r.Name, err))
+					return harnessf("%s: %v", r.Name, err)
 				}
 			}
 			return nil

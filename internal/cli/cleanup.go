@@ -32,8 +32,12 @@ live run owns is never touched. --backend NAME looks only at that backend's
 leftovers. --dry-run lists the processes it would kill and removes nothing;
 containers are found only by removing them, so a dry run does not list them.
 
-Exit codes: 0 done (also when nothing was left); 2 a RUN that is neither a
-run directory nor a run id, or something that could not be removed.`,
+Exit codes: 0 done (also when nothing was left); 2 something could not be
+removed; 4 a RUN that is neither a run directory nor a run id.`,
+		Example: `  chaos cleanup --dry-run                   # what would be killed
+  chaos cleanup                             # leftovers of every run whose harness is gone
+  chaos cleanup runs/hello-world/20261029T112646Z-2f79
+  chaos cleanup --backend docker 20261029T112646Z-2f79`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			if ctx == nil {
@@ -43,13 +47,13 @@ run directory nor a run id, or something that could not be removed.`,
 			for _, a := range args {
 				id, err := runIDOf(a)
 				if err != nil {
-					return withCode(ExitError, err.Error())
+					return withExitCode(err, ExitInvalid)
 				}
 				ids = append(ids, id)
 			}
 			if only != "" {
 				if r, ok := backend.Lookup(only); !ok || r.Cleanup == nil {
-					return withCode(ExitError, fmt.Sprintf("--backend %s: no such backend cleans up (these do: %s)", only, strings.Join(cleaners(), ", ")))
+					return invalidf("--backend %s: no such backend cleans up (these do: %s)", only, strings.Join(cleaners(), ", "))
 				}
 			}
 			failed := false

@@ -82,7 +82,7 @@ func TestProvisionRunsTheHook(t *testing.T) {
 	if code := mainTest([]string{"deprovision", f}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "deprovision hook of p exited 4") {
 		t.Fatalf("deprovision: exit %d: %q", code, errb.String())
 	}
-	if code := mainTest([]string{"provision", "local"}, nil, &out, &errb); code != 2 || !strings.Contains(errb.String(), "has no provision hook") {
+	if code := mainTest([]string{"provision", "local"}, nil, &out, &errb); code != ExitInvalid || !strings.Contains(errb.String(), "has no provision hook") {
 		t.Fatalf("local has no provision hook: exit %d: %q", code, errb.String())
 	}
 }

@@ -88,7 +88,7 @@ func TestValidateNotApplicable(t *testing.T) {
 }
 
 func TestValidateInvalid(t *testing.T) {
-	wantRun(t, 2, "invalid  supervisor-kill on local\n  "+supKill+`:25:39: operations[0].target.role: adapter local defines no role "supervisor"`+"\n", "",
+	wantRun(t, ExitInvalid, "invalid  supervisor-kill on local\n  "+supKill+`:25:39: operations[0].target.role: adapter local defines no role "supervisor"`+"\n", "",
 		"validate", "--adapter", "local", supKill)
 
 	dir := writeTemp(t, map[string]string{
@@ -98,19 +98,19 @@ func TestValidateInvalid(t *testing.T) {
 		"warn.yaml":            "apiVersion: chaos/v1alpha1\nid: warn\nworkloads:\n  - name: w\n    run: echo\n  - name: spare\n    run: echo\nflow: w\n",
 	})
 	bad := filepath.Join(dir, "bad.yaml")
-	wantRun(t, 2, "invalid  "+bad+"\n"+
+	wantRun(t, ExitInvalid, "invalid  "+bad+"\n"+
 		"  "+bad+`:4:11: warning: workloads[0].name: workload "counter" is never used by the flow`+"\n"+
 		"  "+bad+`:5:5: workloads[0].instnaces: unknown field "instnaces" (did you mean "instances"?)`+"\n"+
 		"  "+bad+`:7:7: flow: "countr" is neither a workload nor an operation of this experiment (did you mean "counter"?)`+"\n", "",
 		"validate", "--adapter", "local", bad)
 
 	noAdapter := filepath.Join(dir, "no-adapter.yaml")
-	wantRun(t, 2, "invalid  no-adapter\n  "+noAdapter+": no default-adapter and no --adapter: name the adapter to check against\n", "",
+	wantRun(t, ExitInvalid, "invalid  no-adapter\n  "+noAdapter+": no default-adapter and no --adapter: name the adapter to check against\n", "",
 		"validate", noAdapter)
 
 	unknown := filepath.Join(dir, "unknown-adapter.yaml")
 	code, out, _ := chaos(t, "validate", unknown)
-	if code != 2 || !strings.HasPrefix(out, "invalid  unknown-adapter on lcoal\n  "+unknown+`:3:18: default-adapter: no adapter "lcoal": it is not built in`) || !strings.HasSuffix(out, "known adapters: docker, kubernetes, local (did you mean \"local\"?)\n") {
+	if code != ExitInvalid || !strings.HasPrefix(out, "invalid  unknown-adapter on lcoal\n  "+unknown+`:3:18: default-adapter: no adapter "lcoal": it is not built in`) || !strings.HasSuffix(out, "known adapters: docker, kubernetes, local (did you mean \"local\"?)\n") {
 		t.Errorf("unknown adapter: exit %d\n%s", code, out)
 	}
 
@@ -119,15 +119,15 @@ func TestValidateInvalid(t *testing.T) {
 	wantRun(t, 0, "valid    warn on local\n  "+warn+`:6:11: warning: workloads[1].name: workload "spare" is never used by the flow`+"\n", "",
 		"validate", "--adapter", "local", warn)
 
-	// A valid file and an invalid one: exit 2, both reported.
+	// A valid file and an invalid one: exit 4 (invalid input), both reported.
 	code, out, _ = chaos(t, "validate", "--adapter", "local", hello, bad)
-	if code != 2 || !strings.HasPrefix(out, "valid    hello-world on local\ninvalid  "+bad+"\n") {
+	if code != ExitInvalid || !strings.HasPrefix(out, "valid    hello-world on local\ninvalid  "+bad+"\n") {
 		t.Errorf("mixed: exit %d\n%s", code, out)
 	}
 
-	wantRun(t, 2, "", "chaos: --adapter and --all-adapters exclude each other\n", "validate", "--adapter", "local", "--all-adapters", hello)
+	wantRun(t, ExitInvalid, "", "chaos: --adapter and --all-adapters exclude each other\n", "validate", "--adapter", "local", "--all-adapters", hello)
 	code, out, _ = chaos(t, "validate", "testdata/none.yaml")
-	if code != 2 || !strings.HasPrefix(out, "invalid  testdata/none.yaml\n  testdata/none.yaml: cannot read: ") {
+	if code != ExitInvalid || !strings.HasPrefix(out, "invalid  testdata/none.yaml\n  testdata/none.yaml: cannot read: ") {
 		t.Errorf("missing file: exit %d\n%s", code, out)
 	}
 }
@@ -153,7 +153,7 @@ func TestValidateAllAdapters(t *testing.T) {
 		"n/a      sandbox-stop-start on local: \"openshell-sandbox-restart\" is neither a built-in fault ("+strings.Join(experiment.Faults, ", ")+") nor an operation of adapter local; adapter local declares no signal \"reconcile-sweep\"\n", "",
 		"validate", "--all-adapters", stopStart)
 	// Against one adapter, the same names are errors: typos are caught.
-	wantRun(t, 2, ""+
+	wantRun(t, ExitInvalid, ""+
 		"invalid  sandbox-stop-start on local\n"+
 		"  "+stopStart+`:39:11: operations[0].uses: "openshell-sandbox-restart" is neither a built-in fault (`+strings.Join(experiment.Faults, ", ")+`) nor an operation of adapter local`+"\n"+
 		"  "+stopStart+`:52:32: flow.parallel[1].serial[1].repeat.serial[0].wait.signal: adapter local declares no signal "reconcile-sweep"`+"\n", "",
@@ -186,7 +186,7 @@ func TestValidateDirectory(t *testing.T) {
 	wantRun(t, 0, "valid    adapter mine ("+filepath.Join(dir, "a/mine.yaml")+")\nvalid    h on local\n", "",
 		"validate", "--dir", dir, "--adapter", "local")
 	empty := t.TempDir()
-	wantRun(t, 2, "", "chaos: no manifests found in "+empty+"\n", "validate", "--dir", empty)
+	wantRun(t, ExitInvalid, "", "chaos: no manifests found in "+empty+"\n", "validate", "--dir", empty)
 }
 
 func TestList(t *testing.T) {
@@ -243,10 +243,10 @@ func TestListInvalidAndMissing(t *testing.T) {
 		"adapter.yaml": "apiVersion: chaos/v1alpha1\nid: mine\nbackend: process\n",
 	})
 	bad := filepath.Join(dir, "bad.yaml")
-	wantRun(t, 2, "good (v2)\n", "skipping "+bad+": it is invalid (chaos validate "+bad+" says why)\n", "list", "--dir", dir)
+	wantRun(t, ExitInvalid, "good (v2)\n", "skipping "+bad+": it is invalid (chaos validate "+bad+" says why)\n", "list", "--dir", dir)
 
 	code, _, errs := chaos(t, "list", "--dir", filepath.Join(dir, "none"))
-	if code != 2 || !strings.HasPrefix(errs, "chaos: reading "+filepath.Join(dir, "none")+": ") {
+	if code != ExitInvalid || errs != "chaos: --dir "+filepath.Join(dir, "none")+": no such directory\n" {
 		t.Errorf("missing dir: exit %d, stderr %s", code, errs)
 	}
 	// The directory named testdata itself is listed, though testdata below
@@ -296,13 +296,13 @@ func TestShowGolden(t *testing.T) {
 }
 
 func TestShowErrors(t *testing.T) {
-	wantRun(t, 2, "", `no experiment "helo-world": no such file, and no experiment in `+exps+` has that id (did you mean "hello-world"?)`+"\n",
+	wantRun(t, ExitInvalid, "", `chaos: no experiment "helo-world": no such file, and no experiment in `+exps+` has that id (did you mean "hello-world"?)`+"\n",
 		"show", "--dir", exps, "helo-world")
 	dir := writeTemp(t, map[string]string{"bad.yaml": "apiVersion: chaos/v1alpha1\nid: bad\n"})
 	bad := filepath.Join(dir, "bad.yaml")
-	wantRun(t, 2, "", bad+":1:1: missing flow: say what runs, e.g. flow: WORKLOAD\n", "show", bad)
+	wantRun(t, ExitInvalid, "", bad+":1:1: missing flow: say what runs, e.g. flow: WORKLOAD\n", "show", bad)
 	code, _, _ := chaos(t, "show")
-	if code != 2 {
+	if code != ExitInvalid {
 		t.Errorf("show without an argument: exit %d", code)
 	}
 }
@@ -321,7 +321,7 @@ func TestSchemaCommand(t *testing.T) {
 			t.Errorf("schema %s: $id %v $schema %v", which, v["$id"], v["$schema"])
 		}
 	}
-	wantRun(t, 2, "", "chaos: schema takes experiment or adapter, got run\n", "schema", "run")
+	wantRun(t, ExitInvalid, "", "chaos: schema takes experiment or adapter, got run\n", "schema", "run")
 }
 
 func TestVersion(t *testing.T) {
@@ -355,7 +355,7 @@ func TestAdapters(t *testing.T) {
 	data, _ := os.ReadFile(kube)
 	wantRun(t, 0, string(data), "", "adapters", "--adapters-dir", "testdata/adapters", "--show", "openshell-kubernetes")
 	code, _, errs := chaos(t, "adapters", "--show", "nope")
-	if code != 2 || !strings.HasPrefix(errs, `no adapter "nope": it is not built in`) {
+	if code != ExitInvalid || !strings.HasPrefix(errs, `chaos: no adapter "nope": it is not built in`) {
 		t.Errorf("--show nope: exit %d\n%s", code, errs)
 	}
 }
@@ -363,12 +363,12 @@ func TestAdapters(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"nope"}, {"validate", "--nope"}, {"list", "extra"}, {"version", "extra"}} {
 		code, out, errs := chaos(t, args...)
-		if code != 2 || !strings.HasPrefix(errs, "chaos: ") {
+		if code != ExitInvalid || !strings.HasPrefix(errs, "chaos: ") {
 			t.Errorf("chaos %v: exit %d\nstdout %s\nstderr %s", args, code, out, errs)
 		}
 	}
 	code, out, _ := chaos(t, "--help")
-	if code != 0 || !strings.Contains(out, "Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR.") {
+	if code != 0 || !strings.Contains(out, exitCodesHelp) {
 		t.Errorf("--help: exit %d\n%s", code, out)
 	}
 }

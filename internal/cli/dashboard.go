@@ -28,16 +28,29 @@ the dashboard is imported. The runs' operations are listed in the
 annotation API (time, timeEnd, text, tags); Grafana shows them once they are
 posted to /api/annotations, which the query matches by the tag "operation".
 
-The JSON goes to standard output, or to FILE with -o.`,
-		Args: cobra.MinimumNArgs(1),
+The JSON goes to standard output, or to FILE with -o. Runs without metrics
+make a dashboard without panels, and a warning says so.
+
+Exit codes: 0 written; 4 a RUN is not a run directory; 2 FILE could not be
+written.`,
+		Example: `  chaos dashboard runs/etcd-kill-keeps-writes/* -o dashboard.json
+  curl -H 'Content-Type: application/json' -d "{\"dashboard\": $(chaos dashboard runs/x/*)}" http://grafana:3000/api/dashboards/db`,
+		Args: minArgs("at least one run directory (RUN...)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runs, err := viewLoadRuns(args)
+			runs, err := loadRuns(args)
 			if err != nil {
 				return err
 			}
-			data, err := json.MarshalIndent(export.NewDashboard(runs), "", "  ")
+			d := export.NewDashboard(runs)
+			if len(d.Panels) == 0 {
+				// An empty list, not null: Grafana imports it, and the
+				// user hears why there is nothing to see.
+				d.Panels = []export.Panel{}
+				fmt.Fprintln(s.err, "warning: no metrics were recorded in these runs: the dashboard has no panels, only the operations")
+			}
+			data, err := json.MarshalIndent(d, "", "  ")
 			if err != nil {
-				return withCode(ExitError, fmt.Sprintf("writing the dashboard: %v", err))
+				return harnessf("writing the dashboard: %v", err)
 			}
 			return viewWrite(s, out, append(data, '\n'), "dashboard")
 		},

@@ -25,5 +25,5 @@ func TestDashboardCommand(t *testing.T) {
 	wantRun(t, 0, "", "dashboard written to "+file+"\n", "dashboard", "-o", file, shareFixture)
 
 	dir := t.TempDir()
-	wantRun(t, 2, "", "chaos: "+dir+" is not a run directory: experiment.yaml is missing\n", "dashboard", dir)
+	wantRun(t, ExitInvalid, "", "chaos: "+dir+" is not a run directory: experiment.yaml is missing\n", "dashboard", dir)
 }

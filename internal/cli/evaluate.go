@@ -25,6 +25,8 @@ func init() {
 func newEvaluateCmd(s *streams) *cobra.Command {
 	var experimentFile, adapterRef, junitFile string
 	var trust bool
+	var output outputFlag
+	var vb verbosity
 	cmd := &cobra.Command{
 		Annotations: signalsHandled(),
 		Use:         "evaluate RUN",
@@ -50,25 +52,36 @@ The result goes to a new file under RUN/evaluations/; verdict.json is never
 touched. A run without verdict.json (the harness crashed) can be evaluated
 too; a run whose timeline has no run.finished event is ERROR.
 
-Exit code: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
-		Args: cobra.ExactArgs(1),
+Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR (or the evaluation could
+not be written); 3 INCONCLUSIVE; 4 RUN is not a run directory, or
+--experiment or --adapter is invalid.`,
+		Example: `  chaos evaluate runs/hello-world/20261029T112646Z-2f79
+  chaos evaluate --trust runs/hello-world/20261029T112646Z-2f79     # also the run's own scripts
+  chaos evaluate --experiment experiments/hello-world.yaml runs/hello-world/20261029T112646Z-2f79
+  chaos evaluate -o json runs/hello-world/20261029T112646Z-2f79 | jq '.checks[] | select(.result != "ok")'`,
+		Args: exactArgs(1, "a run directory (RUN)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := vb.check(); err != nil {
+				return err
+			}
 			ctx, stop := s.signalContext()
 			defer stop()
-			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef, junitFile, trust)
+			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef, junitFile, trust, output.json(), vb)
 		},
 	}
 	cmd.Flags().BoolVar(&trust, "trust", false, "run the shell checks of RUN/experiment.yaml and the checks of RUN/adapter.yaml: they run as you, with your environment")
 	cmd.Flags().StringVar(&experimentFile, "experiment", "", "evaluate with this (newer) experiment file instead of RUN/experiment.yaml; its id must be the run's")
 	cmd.Flags().StringVar(&adapterRef, "adapter", "", "evaluate with this adapter file (or id) instead of RUN/adapter.yaml; its id must be the run's")
 	cmd.Flags().StringVar(&junitFile, "junit", "", "also write the result as JUnit XML to this file")
+	addOutputFlag(cmd, &output)
+	addVerbosityFlags(cmd, &vb, "print only the verdict and the run directory")
 	return cmd
 }
 
-func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef, junitFile string, trust bool) error {
-	d, err := rundir.Open(runPath)
+func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef, junitFile string, trust, asJSON bool, vb verbosity) error {
+	d, err := openRunDir(runPath)
 	if err != nil {
-		return withCode(ExitError, err.Error())
+		return err
 	}
 	defer d.Close()
 	// What the run itself says it ran: the copy of the experiment, else
@@ -94,10 +107,10 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 	if err := ps.Err(); err != nil || x == nil {
 		fmt.Fprintf(s.err, "chaos: cannot evaluate %s with experiment %s:\n", runPath, evalExperimentFile(experimentFile, d))
 		printProblems(s.err, "  ", ps)
-		return withCode(ExitError, "")
+		return withCode(ExitInvalid, "")
 	}
 	if runExperiment != "" && x.ID != runExperiment {
-		return withCode(ExitError, fmt.Sprintf("experiment %s has id %q, but the run in %s is of experiment %q", x.File, x.ID, runPath, runExperiment))
+		return invalidf("experiment %s has id %q, but the run in %s is of experiment %q", x.File, x.ID, runPath, runExperiment)
 	}
 
 	var a *adapter.Adapter
@@ -110,7 +123,7 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		if _, statErr := d.Stat("adapter.yaml"); statErr == nil || rundir.IsEscape(statErr) {
 			fmt.Fprintf(s.err, "chaos: cannot read the run's adapter %s:\n", d.AdapterFile())
 			printProblems(s.err, "  ", aps)
-			return withCode(ExitError, "")
+			return withCode(ExitInvalid, "")
 		}
 	}
 	if adapterRef != "" {
@@ -118,10 +131,10 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		if err := aps.Err(); err != nil || na == nil {
 			fmt.Fprintf(s.err, "chaos: cannot evaluate %s with adapter %s:\n", runPath, adapterRef)
 			printProblems(s.err, "  ", aps)
-			return withCode(ExitError, "")
+			return withCode(ExitInvalid, "")
 		}
 		if runAdapter != "" && na.ID != runAdapter {
-			return withCode(ExitError, fmt.Sprintf("adapter %s has id %q, but the run in %s used adapter %q", adapterRef, na.ID, runPath, runAdapter))
+			return invalidf("adapter %s has id %q, but the run in %s used adapter %q", adapterRef, na.ID, runPath, runAdapter)
 		}
 		a = na
 		adapterFromRun = false
@@ -138,46 +151,50 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		Refusal:               refusal(runPath, refuseX, refuseA),
 	})
 	if err != nil {
-		return withCode(ExitError, fmt.Sprintf("evaluating %s: %v", runPath, err))
+		var limit *rundir.LimitError
+		if errors.As(err, &limit) || rundir.IsEscape(err) {
+			// The run directory is refused: invalid input.
+			return invalidf("evaluating %s: %v", runPath, err)
+		}
+		return harnessf("evaluating %s: %v", runPath, err)
 	}
 
 	adapterPart := "no adapter (the run directory has no adapter.yaml)"
 	if a != nil {
 		adapterPart = fmt.Sprintf("adapter %s (%s, sha256 %s)", a.ID, a.File, evalSHA12(a.SHA256))
 	}
-	var adapterEnv map[string]string
-	if a != nil {
-		adapterEnv = a.Env
-	}
-	redact.For(s.st.Env, adapterEnv, x.Env).Verdict(v)
-	fmt.Fprintf(s.out, "  evaluated with %s (sha256 %s) and %s\n", x.File, evalSHA12(x.SHA256), adapterPart)
-	verdict.Print(s.out, v)
+	redact.For(s.st.Env, x, a).Verdict(v)
 	abs, err := filepath.Abs(d.Root)
 	if err != nil {
 		abs = d.Root
 	}
-	fmt.Fprintln(s.out, abs)
+	if !asJSON {
+		if !vb.quiet {
+			fmt.Fprintf(s.out, "  evaluated with %s (sha256 %s) and %s\n", x.File, evalSHA12(x.SHA256), adapterPart)
+		}
+		s.printBlock(v, abs, vb)
+	}
 
 	path, err := verdict.WriteEvaluation(d, v)
 	if err != nil {
-		return withCode(ExitError, fmt.Sprintf("writing the evaluation: %v", err))
+		return harnessf("writing the evaluation: %v", err)
 	}
-	fmt.Fprintf(s.err, "evaluation written to %s\n", path)
-	if junitFile != "" {
-		if err := writeJUnit(junitFile, d.Root, v); err != nil {
-			return withCode(ExitError, err.Error())
+	if !vb.quiet {
+		fmt.Fprintf(s.err, "evaluation written to %s\n", path)
+	}
+	if asJSON {
+		res := resultJSON("evaluate", abs, v)
+		res.Evaluation = path
+		if err := writeJSON(s.out, res); err != nil {
+			return err
 		}
 	}
-
-	switch rundir.ExitCode(v.Verdict) {
-	case 0:
-		return nil
-	case 1:
-		return withCode(ExitFail, "")
-	case 3:
-		return withCode(ExitInconclusive, "")
+	if junitFile != "" {
+		if err := writeJUnit(junitFile, d.Root, v); err != nil {
+			return harnessf("%v", err)
+		}
 	}
-	return withCode(ExitError, "")
+	return verdictExit(v.Verdict)
 }
 
 // loadRunExperiment reads the run's copy of its experiment, inside the run

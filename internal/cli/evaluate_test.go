@@ -292,12 +292,13 @@ func TestEvaluateRefusals(t *testing.T) {
 		{"experiment of another id", []string{"evaluate", "--experiment", other, d.Root}, `has id "other", but the run`},
 		{"invalid experiment", []string{"evaluate", "--experiment", broken, d.Root}, "cannot evaluate"},
 		{"adapter of another id", []string{"evaluate", "--adapter", otherAdapter, d.Root}, `has id "else", but the run`},
-		{"no run", []string{"evaluate"}, "accepts 1 arg"},
+		{"no run", []string{"evaluate"}, "evaluate needs a run directory (RUN)\n  usage: chaos evaluate RUN"},
+		{"no such run", []string{"evaluate", filepath.Join(t.TempDir(), "nope")}, "nope: it does not exist"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			exit, out, errOut := evalMain(t, c.args...)
-			if exit != ExitError || !strings.Contains(errOut, c.msg) {
+			if exit != ExitInvalid || !strings.Contains(errOut, c.msg) {
 				t.Errorf("exit %d, stderr %q (want %q)\nstdout %s", exit, errOut, c.msg, out)
 			}
 		})

@@ -29,17 +29,22 @@ Load it into a Prometheus data directory with
 and point Prometheus (and chaos dashboard's Grafana dashboard) at it.
 
 The text goes to standard output, or to FILE with -o; a summary goes to
-standard error.`,
-		Args: cobra.MinimumNArgs(1),
+standard error.
+
+Exit codes: 0 written; 4 a RUN is not a run directory (or a metrics file of
+one is refused); 2 FILE could not be written.`,
+		Example: `  chaos export runs/etcd-kill-keeps-writes/* -o runs.om
+  promtool tsdb create-blocks-from openmetrics runs.om ./data`,
+		Args: minArgs("at least one run directory (RUN...)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runs, err := viewLoadRuns(args)
+			runs, err := loadRuns(args)
 			if err != nil {
 				return err
 			}
 			var b bytes.Buffer
 			rep, err := export.OpenMetrics(&b, runs)
 			if err != nil {
-				return withCode(ExitError, fmt.Sprintf("exporting: %v", err))
+				return withExitCode(fmt.Errorf("exporting: %w", err), ExitInvalid)
 			}
 			for _, w := range rep.Warnings {
 				fmt.Fprintf(s.err, "warning: %s\n", w)

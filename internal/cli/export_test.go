@@ -29,5 +29,5 @@ func TestExportCommand(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	wantRun(t, 2, "", "chaos: "+dir+" is not a run directory: experiment.yaml is missing\n", "export", shareFixture, dir)
+	wantRun(t, ExitInvalid, "", "chaos: "+dir+" is not a run directory: experiment.yaml is missing\n", "export", shareFixture, dir)
 }

@@ -14,26 +14,40 @@ import (
 
 func newListCmd(s *streams) *cobra.Command {
 	var dir, issue string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the experiments in the experiments directory",
 		Long: `List every experiment in the experiments directory (--dir; default experiments/
 when it exists, else examples/) as "id (vN)" with its title, the issues its
 expectations name and its hypothesis. --issue keeps the experiments whose
-expectations name that issue.`,
-		Args: cobra.NoArgs,
+expectations name that issue.
+
+Exit codes: 0 listed (also when nothing matched --issue, or the directory has
+no experiments: standard error says so); 4 an experiment file is invalid
+(the others are listed), or the directory does not exist.`,
+		Example: `  chaos list
+  chaos list --issue NVIDIA/OpenShell#4910
+  chaos list --dir test/experiments -o json | jq -r '.experiments[].id'`,
+		Args: noArgs("--dir DIR names the experiments directory"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			d := defaultExperimentsDir(dir)
+			d, err := experimentsDir(dir)
+			if err != nil {
+				return err
+			}
 			files, _, err := findManifests(d)
 			if err != nil {
-				return withCode(ExitError, fmt.Sprintf("reading %s: %v", d, err))
+				return invalidf("reading %s: %v", d, err)
 			}
 			var xs []*experiment.Experiment
 			bad := false
+			doc := jsonList{Schema: schemaList, Dir: d, Experiments: []jsonListedExpt{}, Skipped: []jsonSkipped{}}
 			dups := duplicateIDs(files)
 			for _, id := range slices.Sorted(maps.Keys(dups)) {
 				bad = true
-				fmt.Fprintf(s.err, "skipping %s: experiment id %q is the id of each of them; give each experiment its own id\n", strings.Join(dups[id], " and "), id)
+				reason := fmt.Sprintf("experiment id %q is the id of each of them; give each experiment its own id", id)
+				fmt.Fprintf(s.err, "skipping %s: %s\n", strings.Join(dups[id], " and "), reason)
+				doc.Skipped = append(doc.Skipped, jsonSkipped{Files: dups[id], Reason: reason})
 			}
 			for _, f := range files {
 				x, ps := experiment.Load(f)
@@ -42,7 +56,9 @@ expectations name that issue.`,
 				}
 				if ps.Err() != nil {
 					bad = true
-					fmt.Fprintf(s.err, "skipping %s: it is invalid (chaos validate %s says why)\n", f, f)
+					reason := fmt.Sprintf("it is invalid (chaos validate %s says why)", f)
+					fmt.Fprintf(s.err, "skipping %s: %s\n", f, reason)
+					doc.Skipped = append(doc.Skipped, jsonSkipped{Files: []string{f}, Reason: reason})
 					continue
 				}
 				if issue != "" && !slices.Contains(x.Issues(), issue) {
@@ -51,6 +67,12 @@ expectations name that issue.`,
 				xs = append(xs, x)
 			}
 			sort.Slice(xs, func(i, j int) bool { return xs[i].ID < xs[j].ID })
+			for _, x := range xs {
+				doc.Experiments = append(doc.Experiments, jsonListedExpt{ID: x.ID, Version: x.Version, Title: x.Title, File: x.File, Issues: orEmpty(x.Issues()), Hypothesis: strings.TrimSpace(x.Hypothesis)})
+			}
+			if output.json() {
+				xs = nil // the document below says it all
+			}
 			for i, x := range xs {
 				if i > 0 {
 					fmt.Fprintln(s.out)
@@ -66,16 +88,25 @@ expectations name that issue.`,
 					writeWrapped(s.out, "    ", x.Hypothesis)
 				}
 			}
-			if issue != "" && len(xs) == 0 {
+			switch {
+			case issue != "" && len(doc.Experiments) == 0:
 				fmt.Fprintf(s.err, "no experiment in %s names issue %s\n", d, issue)
+			case len(doc.Experiments) == 0 && !bad:
+				fmt.Fprintf(s.err, "no experiments in %s: it has no experiment files (.yaml with apiVersion)\n", d)
+			}
+			if output.json() {
+				if err := writeJSON(s.out, doc); err != nil {
+					return err
+				}
 			}
 			if bad {
-				return withCode(ExitError, "")
+				return withCode(ExitInvalid, "")
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "experiments directory (default experiments/, else examples/)")
 	cmd.Flags().StringVar(&issue, "issue", "", "only experiments whose expectations name this issue")
+	addOutputFlag(cmd, &output)
 	return cmd
 }

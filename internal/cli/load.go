@@ -21,16 +21,30 @@ import (
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
-// defaultExperimentsDir is where experiments are looked for when no
-// directory is given: experiments/ when it exists, else examples/.
-func defaultExperimentsDir(flag string) string {
+// experimentsDir is where experiments are looked for: --dir when given,
+// else experiments/ when it exists, else examples/. A directory that does
+// not exist is invalid input, with a message that says where chaos looked.
+func experimentsDir(flag string) (string, error) {
 	if flag != "" {
-		return flag
+		fi, err := os.Stat(flag)
+		switch {
+		case err != nil && errors.Is(err, fs.ErrNotExist):
+			return "", invalidf("--dir %s: no such directory", flag)
+		case err != nil:
+			return "", invalidf("--dir %s: %v", flag, err)
+		case !fi.IsDir():
+			return "", invalidf("--dir %s: not a directory", flag)
+		}
+		return flag, nil
 	}
-	if st, err := os.Stat("experiments"); err == nil && st.IsDir() {
-		return "experiments"
+	for _, d := range []string{"experiments", "examples"} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d, nil
+		}
 	}
-	return "examples"
+	wd, _ := os.Getwd()
+	return "", withHint(invalidf("no experiments directory: neither experiments/ nor examples/ is in %s", wd),
+		"give the experiments directory with --dir DIR, or run chaos where experiments/ is")
 }
 
 // fileKind tells an adapter manifest from an experiment manifest by its top
@@ -84,10 +98,22 @@ func findManifests(dir string) (experiments, adapters []string, err error) {
 }
 
 // resolveExperiment loads an experiment given as a file or as an id found in
-// the experiments directory.
-func resolveExperiment(ref, dir string) (*experiment.Experiment, manifest.Problems) {
-	if _, err := os.Stat(ref); err == nil || strings.ContainsRune(ref, '/') || strings.HasSuffix(ref, ".yaml") {
+// the experiments directory (--dir, dirFlag, or the default one).
+func resolveExperiment(ref, dirFlag string) (*experiment.Experiment, manifest.Problems) {
+	_, statErr := os.Stat(ref)
+	if statErr == nil || strings.ContainsRune(ref, '/') || strings.HasSuffix(ref, ".yaml") || strings.HasSuffix(ref, ".yml") {
+		if errors.Is(statErr, fs.ErrNotExist) {
+			return nil, manifest.Problems{{Msg: fmt.Sprintf("no experiment file %s: it does not exist", ref)}}
+		}
 		return experiment.Load(ref)
+	}
+	dir, err := experimentsDir(dirFlag)
+	if err != nil {
+		if dirFlag != "" {
+			return nil, manifest.Problems{{Msg: fmt.Sprintf("no experiment %q: no such file, and %v", ref, err)}}
+		}
+		wd, _ := os.Getwd()
+		return nil, manifest.Problems{{Msg: fmt.Sprintf("no experiment %q: no such file, and no experiments directory to look the id up in (neither experiments/ nor examples/ is in %s; give --dir DIR, or the experiment's file)", ref, wd)}}
 	}
 	files, _, err := findManifests(dir)
 	if err != nil {
@@ -159,6 +185,21 @@ func duplicateIDs(files []string) map[string][]string {
 	return byID
 }
 
+// problemsError prints the problems of loading a manifest and returns
+// invalid input. Problems that are about a place in a file are printed as
+// file:line:col: ...; those about no place in one (no such file, no such
+// adapter or id) as chaos: <message>.
+func problemsError(s *streams, ps manifest.Problems) error {
+	for _, p := range ps {
+		if p.Pos.Line == 0 && !p.Warning {
+			fmt.Fprintf(s.err, "chaos: %s\n", p.Error())
+			continue
+		}
+		fmt.Fprintf(s.err, "%s\n", p.Error())
+	}
+	return withCode(ExitInvalid, "")
+}
+
 // printProblems writes problems, one per line, indented.
 func printProblems(w io.Writer, indent string, ps manifest.Problems) {
 	for _, p := range ps {
@@ -179,21 +220,19 @@ func (s *streams) resolverFor(experimentFile, adaptersDir string) adapter.Resolv
 // on (adapterRef, else its default-adapter), printing any problem; the
 // error carries the exit code.
 func loadPair(s *streams, ref, dir, adapterRef, adaptersDir string) (*experiment.Experiment, *adapter.Adapter, error) {
-	x, ps := resolveExperiment(ref, defaultExperimentsDir(dir))
+	x, ps := resolveExperiment(ref, dir)
 	if ps.Err() != nil {
-		printProblems(s.err, "", ps)
-		return nil, nil, withCode(ExitError, "")
+		return nil, nil, problemsError(s, ps)
 	}
 	if adapterRef == "" {
 		adapterRef = defaultAdapterRef(x)
 	}
 	if adapterRef == "" {
-		return nil, nil, withCode(ExitError, fmt.Sprintf("%s has no default-adapter: name one with --adapter", x.File))
+		return nil, nil, invalidf("%s has no default-adapter: name one with --adapter", x.File)
 	}
 	a, aps := s.resolverFor(x.File, adaptersDir).Resolve(adapterRef)
 	if aps.Err() != nil {
-		printProblems(s.err, "", aps)
-		return nil, nil, withCode(ExitError, "")
+		return nil, nil, problemsError(s, aps)
 	}
 	return x, a, nil
 }
@@ -205,9 +244,9 @@ func bindFailure(s *streams, x *experiment.Experiment, a *adapter.Adapter, err e
 	if errors.As(err, &probs) {
 		fmt.Fprintf(s.err, "%s cannot run on adapter %s:\n", x.ID, a.ID)
 		printProblems(s.err, "  ", probs)
-		return withCode(ExitError, "")
+		return withCode(ExitInvalid, "")
 	}
-	return withCode(ExitError, err.Error())
+	return withExitCode(err, ExitError)
 }
 
 // printNA says why an experiment is not applicable to an adapter.

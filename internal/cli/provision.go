@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -35,20 +34,21 @@ func newProvisionCmd(s *streams, which string) *cobra.Command {
 The hook runs in the current directory with the adapter's env, CHAOS_ADAPTER
 and CHAOS_ADAPTER_DIR; what it prints goes to the terminal. chaos run never
 provisions anything: run preflight afterwards to check the system is ready.
-Exit codes: 0 the hook succeeded; 2 it failed or the adapter has no such hook.`,
-		Args: cobra.ExactArgs(1),
+Exit codes: 0 the hook succeeded; 2 it failed; 4 the adapter cannot be found
+or has no such hook.`,
+		Example: "  chaos " + which + " examples/adapters/local-redis.yaml\n  chaos " + which + " --timeout 10m local-etcd",
+		Args:    exactArgs(1, "an adapter: an id or a file (ADAPTER)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			a, ps := s.resolverFor("", adaptersDir).Resolve(args[0])
 			if ps.Err() != nil {
-				printProblems(s.err, "", ps)
-				return withCode(ExitError, "")
+				return problemsError(s, ps)
 			}
 			script := a.Provision
 			if which == "deprovision" {
 				script = a.Deprovision
 			}
 			if script == "" {
-				return withCode(ExitError, fmt.Sprintf("adapter %s has no %s hook", a.ID, which))
+				return invalidf("adapter %s has no %s hook", a.ID, which)
 			}
 			dir := ""
 			if !a.Builtin {
@@ -63,10 +63,10 @@ Exit codes: 0 the hook succeeded; 2 it failed or the adapter has no such hook.`,
 			defer stop()
 			res, err := shell.Runner{}.Run(ctx, shell.Spec{Name: a.ID + " " + which + " hook", Script: script, Env: env, Timeout: timeout, Log: s.out})
 			if err != nil {
-				return withCode(ExitError, err.Error())
+				return harnessf("%v", err)
 			}
 			if !res.OK() {
-				return withCode(ExitError, fmt.Sprintf("%s hook of %s %s", which, a.ID, res.Describe(timeout)))
+				return harnessf("%s hook of %s %s", which, a.ID, res.Describe(timeout))
 			}
 			return nil
 		},

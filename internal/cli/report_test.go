@@ -57,8 +57,8 @@ func TestReportCommandNotARun(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb strings.Builder
 	code := mainTest([]string{"report", dir}, strings.NewReader(""), &out, &errb)
-	if code != ExitError {
-		t.Errorf("chaos report on an empty directory: exit %d, want %d", code, ExitError)
+	if code != ExitInvalid {
+		t.Errorf("chaos report on an empty directory: exit %d, want %d", code, ExitInvalid)
 	}
 	if msg := errb.String(); !strings.Contains(msg, dir+" is not a run directory: experiment.yaml is missing") {
 		t.Errorf("stderr %q does not say why", msg)
@@ -69,7 +69,7 @@ func TestReportCommandNotARun(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "report.html")); err == nil {
 		t.Error("report.html was written into a directory that is not a run")
 	}
-	if code := mainTest([]string{"report"}, strings.NewReader(""), &out, &errb); code != ExitError {
-		t.Errorf("chaos report with no RUN: exit %d, want %d", code, ExitError)
+	if code := mainTest([]string{"report"}, strings.NewReader(""), &out, &errb); code != ExitInvalid {
+		t.Errorf("chaos report with no RUN: exit %d, want %d", code, ExitInvalid)
 	}
 }

@@ -1,11 +1,12 @@
-// Package cli is the chaos command tree. Only Main maps errors to exit
-// codes; commands take their I/O from the streams they are given so tests
-// can run the whole CLI in-process.
+// Package cli is the chaos command tree. Errors carry their exit code
+// (exitcode.go) and only Main turns them into one; commands take their I/O
+// from the streams they are given so tests can run the whole CLI
+// in-process.
 package cli
 
 import (
 	"errors"
-	"fmt"
+
 	"io"
 	"os"
 	"strings"
@@ -13,37 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/chaos-harness/chaos/internal/buildinfo"
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/sigcatch"
 	// Every built-in backend, registered.
 	_ "github.com/chaos-harness/chaos/internal/backend/all"
 )
-
-// Exit codes, the same for every command.
-const (
-	// ExitOK: success, or a verdict of PASS, XFAIL or n/a.
-	ExitOK = 0
-	// ExitFail: the verdict is FAIL (a failure no expectation covers, or an XPASS).
-	ExitFail = 1
-	// ExitError: invalid input, a harness error, or the verdict ERROR.
-	ExitError = 2
-	// ExitInconclusive: the verdict is INCONCLUSIVE (no check failed, but
-	// the run did not show what a check needs to count).
-	ExitInconclusive = 3
-)
-
-// exitError carries an exit code up to Main; its message (if any) has
-// already been printed or is printed by Main.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
-// withCode returns an error that makes Main exit with code; an empty msg
-// prints nothing.
-func withCode(code int, msg string) error { return &exitError{code: code, msg: msg} }
 
 // State is everything the CLI takes from the process it runs in: its
 // arguments, streams, environment, working directory and signals. Main gets
@@ -98,6 +74,9 @@ type streams struct {
 	in       io.Reader
 	out, err io.Writer
 	st       *State
+	// ran is set once cobra has parsed the command line and the command
+	// itself runs: an error without a code before that is a usage error.
+	ran bool
 }
 
 // getenv returns the value of name in the injected environment.
@@ -118,16 +97,26 @@ func Main(st State) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(st.Stderr, "chaos:", ee.msg)
+	code := exitCode(err, s.ran)
+	if code == ExitInvalid && !s.ran {
+		// Cobra's own errors (an unknown command, flag or argument count)
+		// say how to ask for the usage.
+		var h hasHint
+		if !errors.As(err, &h) {
+			err = withHint(withExitCode(err, ExitInvalid), usageHint(root, st.Args))
 		}
-		return ee.code
 	}
-	// Cobra's own errors (unknown flag, wrong argument count) are usage errors.
-	fmt.Fprintln(st.Stderr, "chaos:", err)
-	return ExitError
+	printError(st.Stderr, err)
+	return code
+}
+
+// usageHint points at the help of the command the arguments name.
+func usageHint(root *cobra.Command, args []string) string {
+	c, _, err := root.Find(args)
+	if err != nil || c == nil || c == root {
+		return "chaos help lists the commands"
+	}
+	return "chaos " + c.Name() + " --help says how to use it"
 }
 
 func newRoot(s *streams) *cobra.Command {
@@ -142,16 +131,22 @@ recorded evidence whether the system did what the hypothesis claims. An
 adapter (a second YAML file, or one built in) binds the harness to one system
 on one backend.
 
-Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR. 3 INCONCLUSIVE (nothing failed, but the run did not show what a check needs).`,
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			s.ran = true
 			if cmd.Annotations[handlesSignals] == "" && s.st.ReleaseSignals != nil {
 				s.st.ReleaseSignals()
 			}
 		},
 	}
-	root.CompletionOptions.HiddenDefaultCmd = true
+	// chaos --version prints what chaos version prints.
+	root.Version = buildinfo.String()
+	root.SetVersionTemplate(versionLine() + "\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return withHint(invalidf("%v", err), c.CommandPath()+" --help lists its flags")
+	})
 	root.AddCommand(
 		newValidateCmd(s),
 		newListCmd(s),
@@ -163,6 +158,12 @@ Exit codes: 0 success (PASS, XFAIL or n/a), 1 FAIL, 2 invalid input or ERROR. 3 
 	for _, c := range extraCommands {
 		root.AddCommand(c(s))
 	}
+	s.addCompletions(root)
+	// The completion command writes where it was made to write.
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	documentCompletion(root)
 	return root
 }
 

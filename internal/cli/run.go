@@ -3,21 +3,20 @@ package cli
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/evidence"
+	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/junit"
 	"github.com/chaos-harness/chaos/internal/progress"
 	"github.com/chaos-harness/chaos/internal/report"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/stats"
-	"github.com/chaos-harness/chaos/internal/verdict"
 )
 
 func init() { extraCommands = append(extraCommands, newRunCmd) }
@@ -26,8 +25,12 @@ func init() { extraCommands = append(extraCommands, newRunCmd) }
 const defaultRunsDir = "runs"
 
 func newRunCmd(s *streams) *cobra.Command {
-	var adapterRef, runsDir, seed, dir, adaptersDir, settle string
+	var adapterRef, runsDir, dir, adaptersDir string
+	var seed seedFlag
+	var settle durationFlag
 	var plain bool
+	var output outputFlag
+	var vb verbosity
 	var otlpGRPC, otlpHTTP, junitFile string
 	cmd := &cobra.Command{
 		Annotations: signalsHandled(),
@@ -35,7 +38,7 @@ func newRunCmd(s *streams) *cobra.Command {
 		Short:       "Run an experiment and decide its verdict",
 		Long: `Run one experiment on one adapter: preflight, the flow with its operations,
 collection and cleanup, then every check, the expectations and the verdict.
-Everything lands in one run directory, RUNS/<experiment-id>/<run-id>/.
+Everything lands in one run directory, RUNS/EXPERIMENT-ID/RUN-ID/.
 
 The adapter is --adapter (an id or a file) or the experiment's default-adapter.
 --runs-dir defaults to $CHAOS_RUNS_DIR, else ./runs. --seed N repeats every
@@ -44,38 +47,42 @@ random choice of an earlier run with that seed (manifest.json records it).
 Ctrl-C or SIGTERM aborts the run: operations are reverted, instances removed,
 the run directory completed with the verdict ERROR, and the exit code is 2.
 
-Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
-		Args: cobra.ExactArgs(1),
+Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR (an aborted run too, or the
+harness broke before a verdict); 3 INCONCLUSIVE; 4 invalid input (a manifest
+that does not parse or bind, a bad flag, no such file or id).`,
+		Example: `  chaos run --adapter local examples/hello-world.yaml
+  chaos run hello-world                    # by id, from experiments/ or examples/
+  chaos run --seed 4424193670053326 examples/freeze-counters.yaml   # repeat a run's choices
+  chaos run -o json examples/hello-world.yaml | jq -r .verdict
+  chaos run --junit results/hello.xml --adapter docker examples/hello-world.yaml`,
+		Args: exactArgs(1, "an experiment: an id or a file (ID|FILE)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := vb.check(); err != nil {
+				return err
+			}
 			x, a, err := loadPair(s, args[0], dir, adapterRef, adaptersDir)
 			if err != nil {
 				return err
 			}
 			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir, OTLPGRPC: otlpGRPC, OTLPHTTP: otlpHTTP}
+			if vb.quiet {
+				cfg.Log = nil // the harness log is in the run directory
+			}
 			cfg.RunsDir = runsDir
 			if cfg.RunsDir == "" {
 				cfg.RunsDir = s.runsDirDefault()
 			}
-			if seed != "" {
-				n, err := strconv.ParseUint(seed, 10, 64)
-				if err != nil {
-					return withCode(ExitError, fmt.Sprintf("--seed %q: want a whole number", seed))
-				}
-				cfg.Seed = &n
-			}
-			if settle != "" {
-				d, err := time.ParseDuration(settle)
-				if err != nil {
-					return withCode(ExitError, fmt.Sprintf("--settle %q: %v", settle, err))
-				}
-				cfg.Settle = &d
-			}
-			if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !plain {
+			cfg.Seed, cfg.Settle = seed.ptr(), settle.ptr()
+			if tty, escapes := s.terminal(s.err); tty && !plain && !vb.quiet {
+				f := s.err.(*os.File)
 				width, _, err := term.GetSize(int(f.Fd()))
 				if err != nil {
 					width = 100
 				}
 				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
+				if !escapes {
+					cfg.Progress.SetStyle(progress.StylePlain)
+				}
 			}
 			ctx, stop := s.signalContext()
 			defer stop()
@@ -84,7 +91,16 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				return bindFailure(s, x, a, err)
 			}
 			if out.Verdict != nil {
-				afterRun(s, cfg.RunsDir, out)
+				pages := afterRun(s, cfg.RunsDir, out)
+				if output.json() {
+					res := resultJSON("run", out.Dir.Root, out.Verdict)
+					res.Report, res.Evidence = pages.report, pages.evidence
+					if err := writeJSON(s.out, res); err != nil {
+						return err
+					}
+				} else {
+					s.printBlock(out.Verdict, out.Dir.Root, vb)
+				}
 			}
 			// A signal at any moment ends chaos run with 2: one that came
 			// after the engine had decided (while the report was written)
@@ -97,22 +113,29 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 				return withCode(ExitError, fmt.Sprintf("interrupted (%s) %s", sig, what))
 			}
 			if out.Verdict == nil && len(out.NA) > 0 {
-				printNA(s, x, a, out.NA)
+				if output.json() {
+					v := naVerdict(x, a, out.NA)
+					if err := writeJSON(s.out, resultJSON("run", "", v)); err != nil {
+						return err
+					}
+				} else if vb.quiet {
+					fmt.Fprintln(s.out, rundir.VerdictNA)
+				} else {
+					printNA(s, x, a, out.NA)
+				}
 				if junitFile != "" {
 					// CI systems should see the experiment, skipped, rather
 					// than nothing at all.
-					v := &rundir.Verdict{Verdict: rundir.VerdictNA, NA: out.NA}
-					v.Experiment.ID, v.Experiment.Version, v.Experiment.SHA256 = x.ID, x.Version, x.SHA256
-					v.Adapter.ID = a.ID
+					v := naVerdict(x, a, out.NA)
 					if err := junit.WriteFile(junitFile, v, nil); err != nil {
-						return withCode(ExitError, fmt.Sprintf("writing JUnit XML to %s: %v", junitFile, err))
+						return harnessf("writing JUnit XML to %s: %v", junitFile, err)
 					}
 				}
 				return nil
 			}
 			if junitFile != "" && out.Verdict != nil {
 				if err := writeJUnit(junitFile, out.Dir.Root, out.Verdict); err != nil {
-					return withCode(ExitError, err.Error())
+					return harnessf("%v", err)
 				}
 			}
 			if code := out.ExitCode(); code != 0 {
@@ -124,15 +147,17 @@ Exit codes: 0 PASS, XFAIL or n/a; 1 FAIL; 2 ERROR or invalid input.`,
 	f := cmd.Flags()
 	f.StringVar(&adapterRef, "adapter", "", "adapter id or file (default: the experiment's default-adapter)")
 	f.StringVar(&runsDir, "runs-dir", "", "where run directories go (default $CHAOS_RUNS_DIR, else ./runs)")
-	f.StringVar(&seed, "seed", "", "seed for every random choice (default: a new random seed, recorded in the run)")
+	f.Var(&seed, "seed", "seed for every random choice, a whole number (default: a new random seed, recorded in the run)")
 	f.StringVar(&dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
 	f.StringVar(&adaptersDir, "adapters-dir", "", "also look for adapters here")
-	f.StringVar(&settle, "settle", "", "wait this long before adapter checks, instead of the adapter's settle")
+	f.Var(&settle, "settle", "wait this long (a duration such as 5s) before adapter checks, instead of the adapter's settle")
 	f.StringVar(&otlpGRPC, "otlp-grpc", "", "run the built-in OTLP receiver with gRPC on this address (e.g. 127.0.0.1:4317; off disables)")
 	f.StringVar(&otlpHTTP, "otlp-http", "", "run the built-in OTLP receiver with HTTP on this address (e.g. 127.0.0.1:4318; off disables)")
 	f.StringVar(&junitFile, "junit", "", "also write the checks as JUnit XML to this file, for CI systems")
 	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
-	return cmd
+	addOutputFlag(cmd, &output)
+	addVerbosityFlags(cmd, &vb, "print only the verdict and the run directory: no harness log, no check lines")
+	return withCampaign(s, cmd)
 }
 
 // runsDirDefault is $CHAOS_RUNS_DIR, else ./runs.
@@ -143,11 +168,13 @@ func (s *streams) runsDirDefault() string {
 	return defaultRunsDir
 }
 
+// pages are the files afterRun wrote ("" when not written).
+type pages struct{ report, evidence string }
+
 // afterRun writes what comes from a finished run directory, in one place:
-// the ledger line, report.html, evidence.md for a run that did not pass,
-// and prints the check block, the verdict and the run directory. What it
-// cannot write is said on standard error; the verdict stands.
-func afterRun(s *streams, runsDir string, out *engine.Outcome) {
+// the ledger line, report.html and evidence.md for a run that did not pass.
+// What it cannot write is said on standard error; the verdict stands.
+func afterRun(s *streams, runsDir string, out *engine.Outcome) (p pages) {
 	root := out.Dir.Root
 	if entry, err := stats.Read(root); err == nil {
 		if err := stats.Append(runsDir, entry); err != nil {
@@ -157,18 +184,33 @@ func afterRun(s *streams, runsDir string, out *engine.Outcome) {
 	if rv, err := runview.Load(root); err != nil {
 		fmt.Fprintf(s.err, "chaos: report.html not written: %v\n", err)
 	} else {
+		if out.Redact != nil {
+			rv.Redact = out.Redact
+		}
 		if err := report.WriteFile(rv); err != nil {
 			fmt.Fprintf(s.err, "chaos: report.html not written: %v\n", err)
+		} else {
+			p.report = rv.Dir.ReportFile()
 		}
 		// A run that did not pass gets the page to attach to a bug report.
 		if out.Verdict.Verdict != rundir.VerdictPass {
 			if err := evidence.WriteFile(rv); err != nil {
 				fmt.Fprintf(s.err, "chaos: evidence.md not written: %v\n", err)
+			} else {
+				p.evidence = rv.Dir.Path(evidence.File)
 			}
 		}
 	}
-	verdict.Print(s.out, out.Verdict)
-	fmt.Fprintln(s.out, root)
+	return p
+}
+
+// naVerdict is the verdict of an experiment that is n/a on its adapter
+// (no run directory is made).
+func naVerdict(x *experiment.Experiment, a *adapter.Adapter, reasons []string) *rundir.Verdict {
+	v := &rundir.Verdict{Verdict: rundir.VerdictNA, NA: reasons}
+	v.Experiment.ID, v.Experiment.Version, v.Experiment.File, v.Experiment.SHA256 = x.ID, x.Version, x.File, x.SHA256
+	v.Adapter.ID, v.Adapter.File, v.Adapter.SHA256 = a.ID, a.File, a.SHA256
+	return v
 }
 
 // writeJUnit writes a verdict as JUnit XML, reading the run for its

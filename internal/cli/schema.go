@@ -14,8 +14,12 @@ func newSchemaCmd(s *streams) *cobra.Command {
 		Short: "Print the JSON Schema of a manifest, for editors",
 		Long: `Print the JSON Schema of the experiment or adapter manifest, generated from the
 harness's own Go types. Point the YAML language server at it, e.g. with the
-first line  # yaml-language-server: $schema=experiment.schema.json`,
-		Args:      cobra.ExactArgs(1),
+first line  # yaml-language-server: $schema=experiment.schema.json
+
+Exit codes: 0; 4 an argument other than experiment or adapter.`,
+		Example: `  chaos schema experiment > experiment.schema.json
+  chaos schema adapter > adapter.schema.json`,
+		Args:      exactArgs(1, "experiment or adapter"),
 		ValidArgs: []string{"experiment", "adapter"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var sc any
@@ -25,7 +29,7 @@ first line  # yaml-language-server: $schema=experiment.schema.json`,
 			case "adapter":
 				sc = schema.Adapter()
 			default:
-				return withCode(ExitError, "schema takes experiment or adapter, got "+args[0])
+				return invalidf("schema takes experiment or adapter, got %s", args[0])
 			}
 			enc := json.NewEncoder(s.out)
 			enc.SetIndent("", "  ")

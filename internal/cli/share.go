@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/rundir"
-	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/share"
 )
 
@@ -25,55 +24,40 @@ check results as a table. It reads only the run directory.
 The chart's flow section has a bar for each workload, wait and delay, and
 one for each operation, faults in red; the applications of an operation that
 ran many times (in a repeat) are one bar, "restart ×20", from the first start
-to the last end. Under it, a section per instance shows its states: Running
+to the last end. Under it, a section per named target shows when it was
+healthy (green), held down by a fault (red) and starting again, waiting for
+its health check (amber), and a section per instance its states: Running
 green, Pending amber, Unknown red, and milestones for Created, Succeeded and
-Failed. Times are mm:ss from the run's start (HH:mm:ss for runs of an hour
-or more).
+Failed. Times are from the run's start, to the millisecond (mm:ss.SSS) for
+runs under 10 minutes, else mm:ss (HH:mm:ss for runs of an hour or more).
 
 When a flaky expectation hit some instances, only those are charted, failed
 ones first. Past --max-instances the other instances are named in a line
 under the chart; instances that failed are always charted.
 
-The page goes to standard output, or to FILE with -o.`,
-		Args: cobra.ExactArgs(1),
+The page goes to standard output, or to FILE with -o.
+
+Exit codes: 0 written; 4 RUN is not a run directory, or --max-instances is
+negative; 2 FILE could not be written.`,
+		Example: `  chaos share runs/hello-world/20261029T112646Z-2f79 > run.md
+  chaos share --max-instances 0 -o run.md runs/sweep/20261130T115120Z-f540
+  gh pr comment --body-file <(chaos share runs/hello-world/20261029T112646Z-2f79)`,
+		Args: exactArgs(1, "a run directory (RUN)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if maxInstances < 0 {
-				return withCode(ExitError, fmt.Sprintf("--max-instances %d: want 0 (all) or more", maxInstances))
+				return invalidf("--max-instances %d: want 0 (all) or more", maxInstances)
 			}
-			r, err := viewLoadRun(args[0])
+			r, err := loadRun(args[0])
 			if err != nil {
 				return err
 			}
-			page := share.Page(r, share.Options{MaxInstances: maxInstances})
+			page := share.Page(r.WithEnv(s.st.Env), share.Options{MaxInstances: maxInstances})
 			return viewWrite(s, out, page, "share page")
 		},
 	}
 	cmd.Flags().IntVar(&maxInstances, "max-instances", share.DefaultMaxInstances, "chart at most N instances (failed ones always; 0 charts all)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "write the page to `FILE` instead of standard output")
-	return cmd
-}
-
-// viewLoadRun reads a run directory; a path that is not one is an input error
-// (exit 2).
-func viewLoadRun(path string) (*runview.Run, error) {
-	r, err := runview.Load(path)
-	if err != nil {
-		return nil, withCode(ExitError, err.Error())
-	}
-	return r, nil
-}
-
-// viewLoadRuns reads several run directories.
-func viewLoadRuns(paths []string) ([]*runview.Run, error) {
-	var runs []*runview.Run
-	for _, p := range paths {
-		r, err := viewLoadRun(p)
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, r)
-	}
-	return runs, nil
+	return withCampaignShare(s, cmd)
 }
 
 // viewWrite writes data to standard output, or atomically to file and
@@ -84,7 +68,7 @@ func viewWrite(s *streams, file string, data []byte, what string) error {
 		return err
 	}
 	if err := rundir.WriteFileAtomic(file, data); err != nil {
-		return withCode(ExitError, fmt.Sprintf("writing the %s: %v", what, err))
+		return harnessf("writing the %s: %v", what, err)
 	}
 	fmt.Fprintf(s.err, "%s written to %s\n", what, file)
 	return nil

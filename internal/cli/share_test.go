@@ -33,10 +33,10 @@ func TestShareCommand(t *testing.T) {
 
 func TestShareCommandErrors(t *testing.T) {
 	dir := t.TempDir()
-	wantRun(t, 2, "", "chaos: "+dir+" is not a run directory: experiment.yaml is missing\n", "share", dir)
-	wantRun(t, 2, "", "chaos: --max-instances -1: want 0 (all) or more\n", "share", "--max-instances", "-1", shareFixture)
+	wantRun(t, ExitInvalid, "", "chaos: "+dir+" is not a run directory: experiment.yaml is missing\n", "share", dir)
+	wantRun(t, ExitInvalid, "", "chaos: --max-instances -1: want 0 (all) or more\n", "share", "--max-instances", "-1", shareFixture)
 	code, _, _ := chaos(t, "share")
-	if code != 2 {
+	if code != ExitInvalid {
 		t.Errorf("share without a run: exit %d", code)
 	}
 }

@@ -13,24 +13,36 @@ import (
 
 func newShowCmd(s *streams) *cobra.Command {
 	var dir string
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "show ID|FILE",
 		Short: "Describe an experiment in words",
 		Long: `Describe an experiment: its hypothesis, workloads with their instances, timeout
 and checks, operations in words, the flow, checks and expectations. The text
-is generated from the manifest, so it always says what the file says.`,
-		Args: cobra.ExactArgs(1),
+is generated from the manifest, so it always says what the file says.
+
+Exit codes: 0; 4 the experiment cannot be found or is invalid, or its id is
+the id of more than one file.`,
+		Example: `  chaos show hello-world
+  chaos show examples/gateway-kill-keeps-state.yaml
+  chaos show -o json hello-world | jq .experiment.flow`,
+		Args: exactArgs(1, "an experiment: an id or a file (ID|FILE)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			x, ps := resolveExperiment(args[0], defaultExperimentsDir(dir))
+			x, ps := resolveExperiment(args[0], dir)
 			if ps.Err() != nil {
-				printProblems(s.err, "", ps)
-				return withCode(ExitError, "")
+				return problemsError(s, ps)
+			}
+			if output.json() {
+				var text strings.Builder
+				describeExperiment(&text, x)
+				return writeJSON(s.out, jsonShow{Schema: schemaExperiment, File: x.File, SHA256: x.SHA256, Experiment: manifestJSON(x.Raw), Text: text.String()})
 			}
 			describeExperiment(s.out, x)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 
@@ -294,6 +306,34 @@ func faultInWords(o *experiment.Operation) string {
 			return "Freezes it (SIGSTOP, docker pause) for " + d + ", then thaws it."
 		}
 		return "Freezes it (SIGSTOP, docker pause) until the flow ends, then thaws it."
+	}
+	if experiment.IsNetworkFault(o.Uses) {
+		n := o.Network
+		if n == nil {
+			n = &experiment.Network{}
+		}
+		var what string
+		switch o.Uses {
+		case experiment.FaultLatency:
+			what = "Delays every packet it sends by " + n.Delay.String()
+			if n.Jitter > 0 {
+				what += " (give or take " + n.Jitter.String() + ")"
+			}
+		case experiment.FaultLoss:
+			what = fmt.Sprintf("Drops %g%% of the packets it sends", n.Percent)
+		case experiment.FaultBandwidth:
+			what = "Limits what it sends to " + n.Rate
+		case experiment.FaultReset:
+			what = "Resets its TCP connections and refuses new ones"
+		case experiment.FaultBlackhole:
+			what = "Drops every packet to and from it, so its connections hang"
+		case experiment.FaultPartition:
+			what = "Splits its members (" + n.ShapeOrDefault() + ", " + n.DirectionOrDefault() + ") so they cannot reach each other"
+		}
+		if o.Duration > 0 {
+			return what + " for " + d + ", then removes the rule."
+		}
+		return what + " until the flow ends."
 	}
 	return ""
 }

@@ -16,6 +16,7 @@ import (
 func newValidateCmd(s *streams) *cobra.Command {
 	var adapterRef, dir, adaptersDir string
 	var all bool
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "validate [FILE...]",
 		Short: "Check experiments and adapters, and whether each experiment can run on an adapter",
@@ -27,32 +28,53 @@ An experiment is checked against its default-adapter, the adapter given with
 or n/a: it needs a fault or signal that the adapter cannot provide.
 
 With no FILE, every manifest in the experiments directory is checked.
-Exit code 2 when anything is invalid, else 0.`,
+Exit codes: 0 everything is valid (n/a counts as valid); 4 something is
+invalid.`,
+		Example: `  chaos validate                                   # everything in experiments/ (or examples/)
+  chaos validate --adapter local examples/hello-world.yaml
+  chaos validate --all-adapters examples/freeze-counters.yaml
+  chaos validate -o json | jq '.results[] | select(.status == "invalid")'`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if adapterRef != "" && all {
-				return withCode(ExitError, "--adapter and --all-adapters exclude each other")
+				return invalidf("--adapter and --all-adapters exclude each other")
 			}
 			files := args
 			if len(files) == 0 {
-				d := defaultExperimentsDir(dir)
+				d, err := experimentsDir(dir)
+				if err != nil {
+					return err
+				}
 				xs, as, err := findManifests(d)
 				if err != nil {
-					return withCode(ExitError, fmt.Sprintf("reading %s: %v", d, err))
+					return invalidf("reading %s: %v", d, err)
 				}
 				files = append(as, xs...)
 				if len(files) == 0 {
-					return withCode(ExitError, fmt.Sprintf("no manifests found in %s", d))
+					return invalidf("no manifests found in %s", d)
 				}
 			}
-			bad := false
 			dups := duplicateIDs(files)
+			doc := jsonValidate{Schema: schemaValidate, Valid: true, Results: []jsonValidateResult{}}
 			for _, f := range files {
-				if !validateFile(s, f, adapterRef, adaptersDir, all, dups) {
-					bad = true
+				for _, r := range validateFile(s, f, adapterRef, adaptersDir, all, dups) {
+					if r.json.Status == "invalid" {
+						doc.Valid = false
+					}
+					doc.Results = append(doc.Results, r.json)
+					if !output.json() {
+						for _, l := range r.text {
+							fmt.Fprintln(s.out, l)
+						}
+					}
 				}
 			}
-			if bad {
-				return withCode(ExitError, "")
+			if output.json() {
+				if err := writeJSON(s.out, doc); err != nil {
+					return err
+				}
+			}
+			if !doc.Valid {
+				return withCode(ExitInvalid, "")
 			}
 			return nil
 		},
@@ -61,30 +83,47 @@ Exit code 2 when anything is invalid, else 0.`,
 	cmd.Flags().BoolVar(&all, "all-adapters", false, "check every experiment against every adapter known")
 	cmd.Flags().StringVar(&dir, "dir", "", "experiments directory (default experiments/, else examples/)")
 	cmd.Flags().StringVar(&adaptersDir, "adapters-dir", "", "also look for adapters here")
+	addOutputFlag(cmd, &output)
 	return cmd
 }
 
-// validateFile validates one file and prints its lines; it reports whether
-// everything was valid (n/a counts as valid).
-func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool, dups map[string][]string) bool {
+// validated is one result of chaos validate: its JSON, and the lines the
+// text output prints for it.
+type validated struct {
+	json jsonValidateResult
+	text []string
+}
+
+// validateFile validates one file: one result for an adapter file or an
+// experiment that is invalid on its own, else one per adapter it is bound
+// to (n/a counts as valid).
+func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool, dups map[string][]string) []validated {
+	one := func(kind, id, adapterID, status, head string, ps manifest.Problems, reasons []string) validated {
+		v := validated{json: jsonValidateResult{File: file, Kind: kind, ID: id, Adapter: adapterID, Status: status, Reasons: orEmpty(reasons), Problems: problemsJSON(ps)}}
+		v.text = append(v.text, head)
+		for _, p := range ps {
+			v.text = append(v.text, "  "+p.Error())
+		}
+		return v
+	}
 	kind, err := fileKind(file)
 	if err != nil {
-		fmt.Fprintf(s.out, "invalid  %s\n  %s: cannot read: %v\n", file, file, err)
-		return false
+		ps := manifest.Problems{{File: file, Msg: fmt.Sprintf("cannot read: %v", err)}}
+		return []validated{one("", "", "", "invalid", "invalid  "+file, ps, nil)}
 	}
 	if kind == "adapter" {
 		a, ps := adapter.Load(file)
 		if a != nil && ps.Err() == nil {
 			ps = append(ps, backend.CheckAdapter(a)...)
 		}
-		if ps.Err() != nil {
-			fmt.Fprintf(s.out, "invalid  adapter %s\n", file)
-			printProblems(s.out, "  ", ps)
-			return false
+		id := ""
+		if a != nil {
+			id = a.ID
 		}
-		fmt.Fprintf(s.out, "valid    adapter %s (%s)\n", a.ID, file)
-		printProblems(s.out, "  ", ps)
-		return true
+		if ps.Err() != nil {
+			return []validated{one("adapter", id, "", "invalid", "invalid  adapter "+file, ps, nil)}
+		}
+		return []validated{one("adapter", a.ID, "", "valid", fmt.Sprintf("valid    adapter %s (%s)", a.ID, file), ps, nil)}
 	}
 	x, ps := experiment.Load(file)
 	if x != nil {
@@ -96,10 +135,12 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool, du
 			}
 		}
 	}
+	id := ""
+	if x != nil {
+		id = x.ID
+	}
 	if ps.Err() != nil {
-		fmt.Fprintf(s.out, "invalid  %s\n", file)
-		printProblems(s.out, "  ", ps)
-		return false
+		return []validated{one("experiment", id, "", "invalid", "invalid  "+file, ps, nil)}
 	}
 	warnings := ps
 	r := s.resolverFor(file, adaptersDir)
@@ -113,21 +154,19 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool, du
 			ref = defaultAdapterRef(x)
 		}
 		if ref == "" {
-			fmt.Fprintf(s.out, "invalid  %s\n  %s: no default-adapter and no --adapter: name the adapter to check against\n", x.ID, file)
-			return false
+			p := manifest.Problems{{File: file, Msg: "no default-adapter and no --adapter: name the adapter to check against"}}
+			return []validated{one("experiment", x.ID, "", "invalid", "invalid  "+x.ID, p, nil)}
 		}
 		a, aps := r.Resolve(ref)
 		if aps.Err() != nil {
-			fmt.Fprintf(s.out, "invalid  %s on %s\n", x.ID, ref)
 			if adapterRef == "" {
 				aps = withPosition(aps, file, x.Positions["default-adapter"], "default-adapter")
 			}
-			printProblems(s.out, "  ", aps)
-			return false
+			return []validated{one("experiment", x.ID, ref, "invalid", fmt.Sprintf("invalid  %s on %s", x.ID, ref), aps, nil)}
 		}
 		adapters = []*adapter.Adapter{a}
 	}
-	ok := true
+	var out []validated
 	for _, a := range adapters {
 		res := binding.Bind(x, a)
 		if all && res.Status == binding.Invalid && res.OnlyMissing {
@@ -141,19 +180,26 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool, du
 			}
 			res.Problems = nil
 		}
+		var v validated
 		switch res.Status {
 		case binding.Invalid:
-			ok = false
-			fmt.Fprintf(s.out, "invalid  %s on %s\n", x.ID, a.ID)
+			v = one("experiment", x.ID, a.ID, "invalid", fmt.Sprintf("invalid  %s on %s", x.ID, a.ID), res.Problems, nil)
 		case binding.NA:
-			fmt.Fprintf(s.out, "n/a      %s on %s: %s\n", x.ID, a.ID, strings.Join(res.Reasons, "; "))
+			v = one("experiment", x.ID, a.ID, "n/a", fmt.Sprintf("n/a      %s on %s: %s", x.ID, a.ID, strings.Join(res.Reasons, "; ")), res.Problems, res.Reasons)
 		default:
-			fmt.Fprintf(s.out, "valid    %s on %s\n", x.ID, a.ID)
+			v = one("experiment", x.ID, a.ID, "valid", fmt.Sprintf("valid    %s on %s", x.ID, a.ID), res.Problems, nil)
 		}
-		printProblems(s.out, "  ", res.Problems)
+		// The experiment's own warnings belong to each binding in JSON;
+		// the text prints them once, after the last.
+		v.json.Problems = append(v.json.Problems, problemsJSON(warnings)...)
+		out = append(out, v)
 	}
-	printProblems(s.out, "  ", warnings)
-	return ok
+	if n := len(out); n > 0 {
+		for _, p := range warnings {
+			out[n-1].text = append(out[n-1].text, "  "+p.Error())
+		}
+	}
+	return out
 }
 
 // withPosition gives unpositioned problems a place in a file.

@@ -124,6 +124,9 @@ func (e *engine) stopOwnedTargets(ctx context.Context) {
 // capture has every backend write what adapter checks read, then sweep
 // what is left of the run.
 func (e *engine) capture(ctx context.Context) {
+	// Network rules first: the backends' sweeps remove the namespaces the
+	// run made.
+	e.captureNetwork(ctx)
 	for _, o := range e.opened {
 		if c, ok := o.b.(backend.Capturer); ok {
 			if err := c.Capture(ctx, e.dir.SystemDir()); err != nil {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/buildinfo"
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/observe"
 	"github.com/chaos-harness/chaos/internal/otlp"
 	"github.com/chaos-harness/chaos/internal/proc"
@@ -73,6 +75,9 @@ type Outcome struct {
 	Dir     *rundir.Dir
 	// NA holds the reasons when the experiment cannot run on the adapter.
 	NA []string
+	// Redact keeps the run's secrets out of what is written from it
+	// afterwards (report.html, evidence.md).
+	Redact *redact.Redactor
 }
 
 // ExitCode is the process exit code for the outcome.
@@ -123,6 +128,8 @@ type engine struct {
 	// the adapter's locks, held until the run ends.
 	ports *ports
 	locks []*os.File
+	// net keeps the run's network rules (runs with network faults).
+	net *netfault.Manager
 }
 
 type openedBackend struct {
@@ -146,6 +153,11 @@ type revert struct {
 func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if na, err := bind(cfg); err != nil || na != nil {
 		return &Outcome{NA: na}, err
+	}
+	// A run the machine cannot take is refused before anything starts,
+	// with no run directory: it would fail halfway, or crash the harness.
+	if err := checkCapacity(cfg.Experiment, cfg.Adapter); err != nil {
+		return nil, err
 	}
 	now := time.Now
 	if cfg.Now != nil {
@@ -176,9 +188,9 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		cfg.Progress.Stop()
 	}
 	if err != nil {
-		return &Outcome{Dir: e.dir}, err
+		return &Outcome{Dir: e.dir, Redact: e.redact}, err
 	}
-	return &Outcome{Verdict: v, Dir: e.dir}, nil
+	return &Outcome{Verdict: v, Dir: e.dir, Redact: e.redact}, nil
 }
 
 // bind checks the experiment against the adapter: the problems of an
@@ -282,9 +294,15 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 	// A receiver that cannot start (its port is taken) skips the flow like
 	// a failed preflight: the run still ends with a verdict.
 	otlpErr := e.startOTLP()
-	e.redact = redact.New(e.baseEnv)
+	e.redact = redact.For(e.baseEnv, e.x, e.a)
 	e.rec.SetRedact(e.redact.String)
+	// A value that looks secret by its name but is too short or too
+	// common to replace everywhere is left alone, and said so.
+	for _, w := range e.redact.Warnings() {
+		e.rec.Record("run.warning", rundir.F("warning", w))
+	}
 	e.reg = newRegistry(e.x)
+	e.openNetwork()
 	if err := e.openBackends(ctx); err != nil {
 		return "", err
 	}
@@ -315,6 +333,9 @@ func (e *engine) tearDown() {
 	if e.sup != nil {
 		e.sup.Close()
 	}
+	if e.net != nil {
+		e.net.Close()
+	}
 }
 
 func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
@@ -325,17 +346,29 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 
 	// Signals abort the flow but never cleanup: cleanup runs on its own
 	// context so a second Ctrl-C cannot leave frozen or killed processes.
-	flowCtx, cancelFlow := context.WithCancel(context.Background())
-	defer cancelFlow()
+	flowCtx, cancelFlow := context.WithCancelCause(context.Background())
+	defer cancelFlow(nil)
 	stopWatch := context.AfterFunc(ctx, func() {
 		e.mu.Lock()
 		if e.aborted == "" {
 			e.aborted = abortReason(ctx)
 		}
 		e.mu.Unlock()
-		cancelFlow()
+		cancelFlow(nil)
 	})
 	defer stopWatch()
+	// A timeline that cannot be written (a full disk), or that reaches
+	// the most a run writes, is a harness error that stops the flow as a
+	// signal does: cleanup still reverts every fault.
+	e.rec.SetGuard(timelineLimits, func(err error) {
+		var full *rundir.FullError
+		if errors.As(err, &full) && full.Hard {
+			e.errorf("%v", err)
+			return
+		}
+		e.errorf("%v; the flow is stopped, and cleanup reverts everything it changed", err)
+		cancelFlow(fmt.Errorf("%w: %v", errHarnessStop, err))
+	})
 
 	skipped, err := e.setUp(flowCtx)
 	if err != nil {
@@ -369,8 +402,9 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) },
 	})
 	if err != nil {
+		// The verdict is still decided, from memory: ERROR, with why.
 		e.errorf("evaluating checks: %v", err)
-		return nil, err
+		v = e.bareVerdict()
 	}
 	// A signal while the checks ran aborts the run as much as one before:
 	// the checks that ran stand, the verdict is ERROR. This is the last
@@ -382,12 +416,62 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		v.Verdict, v.ExitCode = rundir.VerdictError, rundir.ExitCode(rundir.VerdictError)
 	}
 	v.RunID = e.runID
+	// Harness errors the timeline could not hold (a full disk) are in the
+	// verdict all the same.
+	e.addErrors(v)
 	e.redact.Verdict(v)
 	if err := rundir.WriteJSON(e.dir.VerdictFile(), v); err != nil {
-		return nil, err
+		e.errorf("writing verdict.json: %v", pathless(err))
+		e.addErrors(v)
+		e.redact.Verdict(v)
 	}
 	e.rec.Record("run.finished", rundir.F("verdict", v.Verdict))
 	return v, nil
+}
+
+// pathless is err without the path of an *os.PathError (a temporary
+// file's name says nothing to the reader).
+func pathless(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// timelineLimits bound what a run writes to its timeline (tests lower
+// them).
+var timelineLimits = rundir.DefaultRecorderLimits
+
+// errHarnessStop is the cause of a flow the harness itself stopped (its
+// timeline could not be written, or was full); the reason is a harness
+// error already recorded.
+var errHarnessStop = errors.New("the harness stopped the flow")
+
+// addErrors adds to v the harness errors recorded in memory that it lacks
+// (the timeline could not hold them), and makes it ERROR if it has any.
+func (e *engine) addErrors(v *rundir.Verdict) {
+	e.mu.Lock()
+	errs := append([]string(nil), e.errs...)
+	e.mu.Unlock()
+	for _, m := range errs {
+		if !slices.Contains(v.Errors, m) && !slices.Contains(v.Errors, e.redact.String(m)) {
+			v.Errors = append(v.Errors, m)
+		}
+	}
+	if len(v.Errors) > 0 && v.Verdict != rundir.VerdictNA {
+		v.Verdict, v.ExitCode = rundir.VerdictError, rundir.ExitCode(rundir.VerdictError)
+	}
+}
+
+// bareVerdict is the verdict of a run whose checks could not be judged at
+// all: ERROR, with the errors addErrors adds.
+func (e *engine) bareVerdict() *rundir.Verdict {
+	v := &rundir.Verdict{Format: rundir.FormatVersion, RunID: e.runID, By: verdict.ByRun, Evaluated: time.Now().UTC(), Checks: []rundir.CheckResult{}, Counts: map[string]int{}}
+	v.Experiment.ID, v.Experiment.Version, v.Experiment.File, v.Experiment.SHA256 = e.x.ID, e.x.Version, e.x.File, e.x.SHA256
+	v.Adapter.ID, v.Adapter.File, v.Adapter.SHA256 = e.a.ID, e.a.File, e.a.SHA256
+	v.Verdict, v.ExitCode = rundir.VerdictError, rundir.ExitCode(rundir.VerdictError)
+	return v
 }
 
 func abortReason(ctx context.Context) string {
@@ -488,6 +572,9 @@ func (e *engine) preflight(ctx context.Context) bool {
 			}
 		}
 	}
+	if passed, detail, run := e.networkPreflight(ctx); run {
+		record("network-faults", passed, detail)
+	}
 	steps := append(append([]experiment.Step{}, e.a.Preflight...), e.x.Preflight...)
 	for _, s := range steps {
 		e.rec.Record("check.started", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name))
@@ -526,7 +613,8 @@ func (e *engine) rng(op string, run int) *rand.Rand {
 // the flow.
 func (e *engine) startObservers() bool {
 	for _, m := range e.a.Metrics {
-		s := &observe.Scraper{Name: m.Name, URL: e.expand(m.URL), Interval: m.Interval.D(), Run: e.dir}
+		s := &observe.Scraper{Name: m.Name, URL: e.expand(m.URL), Interval: m.Interval.D(), Run: e.dir,
+			Warn: func(msg string) { e.rec.Record("run.warning", rundir.F("warning", msg)) }}
 		if err := s.Start(e.rec.Start()); err != nil {
 			e.errorf("starting metrics %s: %v", m.Name, err)
 			return false
@@ -535,7 +623,7 @@ func (e *engine) startObservers() bool {
 		e.rec.Record("metrics.started", rundir.F("metrics", m.Name), rundir.F("url", s.URL), rundir.F("interval", s.Interval.String()))
 	}
 	for _, w := range e.a.Watch {
-		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.cfg.WorkDir, Env: envvar.Set(e.baseEnv, "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub,
+		wt := &observe.Watcher{Name: w.Name, Script: w.Run, Dir: e.cfg.WorkDir, Env: envvar.Set(e.baseEnv, "CHAOS_WATCH", w.Name), Sup: e.sup, Run: e.dir, Hub: e.hub, Redact: e.redact.String,
 			Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) }}
 		if err := wt.Start(e.rec.Start()); err != nil {
 			e.errorf("starting watcher %s: %v", w.Name, err)

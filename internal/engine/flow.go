@@ -13,7 +13,6 @@ import (
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/history"
-	"github.com/chaos-harness/chaos/internal/redact"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -36,8 +35,9 @@ func (e *engine) runFlow(ctx context.Context) {
 	case err == nil:
 	case errors.Is(context.Cause(ctx), errFlowTimeout):
 		e.errorf("the flow did not finish within the experiment's timeout of %s", e.x.Timeout)
-	case e.abortedBy() != "":
-		// The abort is recorded by the caller.
+	case e.abortedBy() != "", errors.Is(context.Cause(ctx), errHarnessStop):
+		// The abort is recorded by the caller; the harness's own stop by
+		// the guard that stopped it.
 	default:
 		e.errorf("flow: %v", err)
 	}
@@ -301,7 +301,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 	if err := os.MkdirAll(idir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(idir, "env"), redact.EnvFile(env), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(idir, "env"), e.redact.EnvFile(env), 0o644); err != nil {
 		return err
 	}
 	spec := backend.InstanceSpec{

@@ -42,6 +42,9 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 	e.mu.Unlock()
 	rng := e.rng(o.Name, run)
 
+	if o.Uses == experiment.FaultPartition {
+		return e.applyPartition(ctx, o, run, rng)
+	}
 	victims, scope, err := e.candidates(ctx, o)
 	if err != nil {
 		return fmt.Errorf("operation %s: %w", o.Name, err)
@@ -60,14 +63,32 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 	for _, v := range victims {
 		names, ids = append(names, v.name), append(ids, v.id)
 	}
-	fields := []rundir.Field{rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run), rundir.F("target", o.Target.String()), rundir.F("scope", scope), rundir.F("instances", names), rundir.F("ids", ids)}
+	fields := []rundir.Field{rundir.F("operation", o.Name), rundir.F("uses", o.Uses), rundir.F("run", run), rundir.F("target", o.Target.Ref()), rundir.F("scope", scope), rundir.F("instances", names), rundir.F("ids", ids)}
 	if o.Duration > 0 {
 		fields = append(fields, rundir.F("duration", o.Duration.String()))
+	}
+	if o.Jitter > 0 {
+		js := make([]string, len(jitters))
+		for i, j := range jitters {
+			js[i] = j.String()
+		}
+		fields = append(fields, rundir.F("jitter", js))
 	}
 	e.rec.Record("operation.started", fields...)
 
 	if !experiment.IsFault(o.Uses) {
 		return e.adapterOperation(ctx, o, run, victims, jitters)
+	}
+	ops := make([]fault.Op, len(victims))
+	for i := range victims {
+		ops[i] = fault.Op{Operation: o.Name, Fault: o.Uses, Duration: o.Duration.D(), Grace: o.Grace.D(), Run: run}
+		if experiment.IsNetworkFault(o.Uses) {
+			// Each victim's jitter (of a latency) is drawn from a seed of
+			// its own, after the selection and the delays.
+			if ops[i], err = e.networkOp(o, run, rng); err != nil {
+				return fmt.Errorf("operation %s: %w", o.Name, err)
+			}
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(victims))
@@ -81,11 +102,11 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 					return
 				}
 			}
-			errs[i] = fault.Apply(ctx, &faultEnv{e: e, o: o, run: run, v: v}, fault.Op{Operation: o.Name, Fault: o.Uses, Duration: o.Duration.D(), Grace: o.Grace.D()}, v.h)
+			errs[i] = fault.Apply(ctx, &faultEnv{e: e, o: o, run: run, v: v}, ops[i], v.h)
 		}()
 	}
 	wg.Wait()
-	held := o.Uses == experiment.FaultOutage || (o.Uses == experiment.FaultFreeze && o.Duration > 0)
+	held := o.Uses == experiment.FaultOutage || ((o.Uses == experiment.FaultFreeze || experiment.IsNetworkFault(o.Uses)) && o.Duration > 0)
 	if err := errors.Join(errs...); err != nil {
 		// An abort cuts the hold short, but the fault reverts itself
 		// before it returns (a thaw, a restart): say so.

@@ -8,18 +8,14 @@ package evidence
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"path"
 	"slices"
 	"sort"
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/limits"
-	"github.com/chaos-harness/chaos/internal/manifest"
 	"github.com/chaos-harness/chaos/internal/markdown"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/runview"
@@ -53,8 +49,18 @@ func WriteFile(r *runview.Run) error {
 
 // Write writes the evidence page of r. Everything that came from the run
 // (names, details, log lines) is escaped with package markdown, so it reads
-// as text: it cannot add a heading, a list, HTML or end a code block.
+// as text: it cannot add a heading, a list, HTML or end a code block; and
+// r.Redact's secrets are replaced in every form the page holds them.
 func Write(w io.Writer, r *runview.Run) error {
+	var b bytes.Buffer
+	if err := write(&b, r); err != nil {
+		return err
+	}
+	_, err := w.Write(r.Redact.Bytes(b.Bytes()))
+	return err
+}
+
+func write(w io.Writer, r *runview.Run) error {
 	fmt.Fprintf(w, "# Evidence: %s · %s · %s\n\n", markdown.Inline(r.ExperimentID()), markdown.Inline(r.RunID), markdown.Inline(r.VerdictText()))
 	if m := r.Manifest; m != nil {
 		fmt.Fprintf(w, "- seed: `%d`\n- harness: %s (%s)\n- adapter: %s (%s backend)\n", m.Seed, markdown.Code(m.Harness.Version), markdown.Inline(m.Harness.Go), markdown.Code(m.Adapter.ID), markdown.Inline(m.Adapter.Backend))
@@ -79,7 +85,12 @@ func Write(w io.Writer, r *runview.Run) error {
 		var bad []string
 		for _, c := range v.Checks {
 			if c.Result != rundir.ResultOK {
-				bad = append(bad, fmt.Sprintf("- %s: %s%s", markdown.Code(c.ID), markdown.Inline(c.Result), markdown.Inline(firstLine(c.Detail))))
+				// A known or flaky failure names its issue.
+				exp := ""
+				if c.Expectation != nil && c.Expectation.Issue != "" {
+					exp = fmt.Sprintf(" (%s: %s)", markdown.Inline(c.Expectation.Kind), markdown.Inline(c.Expectation.Issue))
+				}
+				bad = append(bad, fmt.Sprintf("- %s: %s%s%s", markdown.Code(c.ID), markdown.Inline(c.Result), exp, markdown.Inline(firstLine(c.Detail))))
 			}
 		}
 		for _, e := range v.Errors {
@@ -89,10 +100,7 @@ func Write(w io.Writer, r *runview.Run) error {
 			fmt.Fprintf(w, "\n## What did not hold\n\n%s\n", strings.Join(bad, "\n"))
 		}
 	}
-	lines, note, err := gather(r)
-	if err != nil {
-		return err
-	}
+	lines, note := gather(r)
 	if len(r.Operations) == 0 {
 		fmt.Fprintf(w, "\nNo operation ran, so there is no fault to gather evidence around.\n")
 		return nil
@@ -112,7 +120,8 @@ func Write(w io.Writer, r *runview.Run) error {
 		fmt.Fprintf(w, "\n%s\n", markdown.Inline(note))
 	}
 	for _, op := range ops {
-		from, to := op.Start-Window, op.End+Window
+		// The run's clock starts at 0: nothing was recorded before it.
+		from, to := max(0, op.Start-Window), op.End+Window
 		fmt.Fprintf(w, "\n## %s (%s), run %d: %.3fs to %.3fs\n\n", markdown.Inline(op.Name), markdown.Inline(op.Uses), op.Run, op.Start, op.End)
 		fmt.Fprintf(w, "Everything recorded from %.3fs to %.3fs, on the run's clock (seconds since it started):\n\n", from, to)
 		var block strings.Builder
@@ -154,71 +163,17 @@ func oneLine(s string) string {
 	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
 
-// gather reads every timestamped source: the timeline and each watcher,
-// inside the run directory and within the limits. note says what was left
-// out or refused.
-func gather(r *runview.Run) ([]line, string, error) {
-	var out []line
-	for _, e := range r.Events {
-		// The harness's own bookkeeping says nothing about the system.
-		if strings.HasPrefix(e.Name, "check.") || strings.HasPrefix(e.Name, "node.") {
-			continue
-		}
-		out = append(out, line{t: e.T, source: "timeline", text: e.Name + " " + string(e.FieldsJSON())})
+// gather reads every timestamped source (runview.Lines): the timeline, each
+// watcher, failed scrapes and the target and hook logs with times of their
+// own. note says what was left out or refused.
+func gather(r *runview.Run) ([]line, string) {
+	ls, note := r.Lines()
+	out := make([]line, len(ls))
+	for i, l := range ls {
+		out[i] = line{t: l.T, source: l.Source, text: l.Text}
 	}
-	var notes []string
-	files, _ := r.Dir.Glob("system/watch/*.jsonl")
-	if len(files) > limits.MaxSources {
-		notes = append(notes, fmt.Sprintf("%d watch files; the first %d are read.", len(files), limits.MaxSources))
-		files = files[:limits.MaxSources]
-	}
-	watched := 0
-	for _, f := range files {
-		name := strings.TrimSuffix(path.Base(f), ".jsonl")
-		if !manifest.ValidName(name) {
-			notes = append(notes, fmt.Sprintf("%s is not read: %q is not a valid watcher name.", f, name))
-			continue
-		}
-		src := "watch/" + name
-		err := r.Dir.Lines(f, limits.MaxJSONLBytes, limits.MaxLineBytes, func(_ int, b []byte) error {
-			var m map[string]any
-			if json.Unmarshal(b, &m) != nil {
-				return nil
-			}
-			t, ok := m["t"].(float64)
-			if !ok || rundir.CheckSeconds(t) != nil {
-				return nil
-			}
-			if watched++; watched > limits.MaxWatchLines {
-				return errTooManyLines
-			}
-			text, _ := m["line"].(string)
-			if text == "" {
-				// Structured lines (spans, container events): show them
-				// whole but for the clock fields.
-				delete(m, "t")
-				delete(m, "ts")
-				b, _ := json.Marshal(m)
-				text = string(b)
-			}
-			out = append(out, line{t: t, source: src, text: text})
-			return nil
-		})
-		switch {
-		case errors.Is(err, errTooManyLines):
-			notes = append(notes, fmt.Sprintf("The watchers recorded more than %d lines; the rest, from %s on, are left out.", limits.MaxWatchLines, f))
-		case err != nil:
-			notes = append(notes, fmt.Sprintf("%s is not read: %v.", f, err))
-		}
-		if watched > limits.MaxWatchLines {
-			break
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].t < out[j].t })
-	return out, strings.Join(notes, " "), nil
+	return out, note
 }
-
-var errTooManyLines = errors.New("too many lines")
 
 func firstLine(s string) string {
 	s = strings.TrimSpace(s)

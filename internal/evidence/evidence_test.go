@@ -63,3 +63,42 @@ func TestWriteFileAndCommandPath(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The windows start at the run's start at the earliest; around the etcd
+// outage the page has the failed scrapes and etcd's own log lines; a known
+// or flaky failure names its issue.
+func TestEvidenceWindowScrapesLogsAndIssues(t *testing.T) {
+	r, err := runview.Load(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := Write(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if strings.Contains(page, "Everything recorded from -") {
+		t.Error("a window starts before the run did")
+	}
+	if !strings.Contains(page, "Everything recorded from 0.000s to ") {
+		t.Error("the first restart's window does not start at 0")
+	}
+	if !strings.Contains(page, "- `counter-0/exited-ok`: xfail (flaky: example/chaos#7): exit code 1, want 0") {
+		t.Errorf("the flaky failure does not name its issue:\n%s", page[:min(len(page), 2000)])
+	}
+	sections := strings.Split(page, "\n## ")
+	var outage string
+	for _, s := range sections {
+		if strings.HasPrefix(s, "etcd-down (outage), run 1") {
+			outage = s
+		}
+	}
+	if outage == "" {
+		t.Fatal("no section for etcd-down")
+	}
+	for _, want := range []string{"metrics/etcd", "scrape failed: ", "log/etcd", "target.restarted"} {
+		if !strings.Contains(outage, want) {
+			t.Errorf("the etcd-down section lacks %q:\n%s", want, outage)
+		}
+	}
+}

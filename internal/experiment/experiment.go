@@ -27,6 +27,7 @@ type Experiment struct {
 	DefaultAdapter string            `yaml:"default-adapter" json:"default-adapter,omitempty"`
 	Timeout        Duration          `yaml:"timeout" json:"timeout,omitempty" jsonschema_description:"Limit for the whole flow; past it running work is stopped and the run ends in ERROR."`
 	Env            map[string]string `yaml:"env" json:"env,omitempty" jsonschema_description:"Variables given to every workload script, check and operation hook."`
+	Secrets        *Secrets          `yaml:"secrets" json:"secrets,omitempty"`
 	Workloads      []Workload        `yaml:"workloads" json:"workloads,omitempty"`
 	Operations     []Operation       `yaml:"operations" json:"operations,omitempty"`
 	Flow           *FlowNode         `yaml:"flow" json:"flow,omitempty"`
@@ -42,6 +43,21 @@ type Experiment struct {
 	Raw []byte `yaml:"-" json:"-"`
 	// Positions maps field paths to their place in File.
 	Positions map[string]manifest.Pos `yaml:"-" json:"-"`
+}
+
+// Secrets marks what the harness must keep out of what it writes, beyond
+// the variables whose names look secret: more variable names, and
+// regular expressions for secret text wherever it appears. An experiment
+// and an adapter each may have one; a run uses both.
+type Secrets struct {
+	Pos manifest.Pos `yaml:"-" json:"-"`
+	// Env names variables whose values are secrets, whatever their names
+	// look like.
+	Env []string `yaml:"env" json:"env,omitempty" jsonschema_description:"Names of environment variables whose values are secrets, whatever the names look like (the harness's own environment, the manifests' env and workloads' env)."`
+	// Patterns are regular expressions (Go syntax) for secret text: every
+	// match is redacted, or, when the expression has groups, what they
+	// matched.
+	Patterns []string `yaml:"patterns" json:"patterns,omitempty" jsonschema_description:"Regular expressions (Go RE2 syntax) for secret text: every match is redacted wherever it appears; when the expression has groups, only what the groups matched."`
 }
 
 // Workload is something to run as one or more instances.
@@ -158,7 +174,7 @@ type Operation struct {
 	Pos         manifest.Pos      `yaml:"-" json:"-"`
 	Name        string            `yaml:"name" json:"name"`
 	Description string            `yaml:"description" json:"description,omitempty"`
-	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop) or an operation of the adapter."`
+	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop; network faults latency, loss, bandwidth, reset, blackhole, partition) or an operation of the adapter."`
 	Target      *Target           `yaml:"target" json:"target,omitempty"`
 	Select      *Select           `yaml:"select" json:"select,omitempty"`
 	Duration    Duration          `yaml:"duration" json:"duration,omitempty" jsonschema_description:"How long the change is held before it is reverted."`
@@ -166,6 +182,8 @@ type Operation struct {
 	Grace       Duration          `yaml:"grace" json:"grace,omitempty" jsonschema_description:"restart: how long to wait after SIGTERM before SIGKILL (default 10s)."`
 	With        map[string]string `yaml:"with" json:"with,omitempty" jsonschema_description:"Parameters for an adapter operation; its hooks see them as CHAOS_PARAM_<NAME>."`
 	Trigger     *Trigger          `yaml:"trigger" json:"trigger,omitempty"`
+	// Network holds the parameters of a network fault.
+	Network *Network `yaml:"network" json:"network,omitempty" jsonschema_description:"The parameters of a network fault (latency, loss, bandwidth, partition)."`
 }
 
 // Trigger fires an operation relative to an observed state instead of at a
@@ -206,7 +224,8 @@ const (
 )
 
 // Faults lists the built-in faults.
-var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze, FaultCrashLoop}
+var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze, FaultCrashLoop,
+	FaultLatency, FaultLoss, FaultBandwidth, FaultReset, FaultBlackhole, FaultPartition}
 
 // IsFault reports whether name is a built-in fault.
 func IsFault(name string) bool {

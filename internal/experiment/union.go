@@ -35,6 +35,17 @@ func (t *Target) String() string {
 	}
 }
 
+// Ref is the target as the timeline records it (operation.started's
+// target, run directory format 2): an object, {"name": "gateway"},
+// {"workload": "counter"} or {"workload": "counter", "role": "sidecar"};
+// nil without a target.
+func (t *Target) Ref() any {
+	if t == nil {
+		return nil
+	}
+	return Target{Name: t.Name, Workload: t.Workload, Role: t.Role}
+}
+
 // UnmarshalNode implements manifest.Unmarshaler.
 func (t *Target) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string) {
 	t.Pos = manifest.PosOf(n)

@@ -45,6 +45,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		d.Problem("version", "must be 1 or more")
 	}
 	checkEnv(d, "env", x.Env)
+	ValidateSecrets(d, "secrets", x.Secrets)
 
 	names := map[string]string{} // flow name -> field path of its definition
 	for i := range x.Workloads {
@@ -176,6 +177,32 @@ func checkEnv(d *manifest.Decoder, p string, env map[string]string) {
 	for k := range env {
 		if !envPattern.MatchString(k) {
 			d.Problem(manifest.Join(p, k), "%q is not a valid environment variable name", k)
+		}
+	}
+}
+
+// ValidateSecrets checks a secrets section: variable names that are names,
+// and patterns that compile and cannot match empty text (which would
+// redact between every two characters). Package adapter uses it too.
+func ValidateSecrets(d *manifest.Decoder, p string, s *Secrets) {
+	if s == nil {
+		return
+	}
+	for i, name := range s.Env {
+		if !envPattern.MatchString(name) {
+			d.Problem(fmt.Sprintf("%s.env[%d]", p, i), "%q is not a valid environment variable name", name)
+		}
+	}
+	for i, pat := range s.Patterns {
+		fp := fmt.Sprintf("%s.patterns[%d]", p, i)
+		re, err := regexp.Compile(pat)
+		switch {
+		case strings.TrimSpace(pat) == "":
+			d.Problem(fp, "empty pattern: give a regular expression for the secret text")
+		case err != nil:
+			d.Problem(fp, "invalid regular expression: %v", err)
+		case re.MatchString(""):
+			d.Problem(fp, "%q matches empty text, so it would redact between every two characters; make it match the secret itself", pat)
 		}
 	}
 }
@@ -362,7 +389,7 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 		return
 	}
 	fault := IsFault(o.Uses)
-	if fault && o.Target == nil {
+	if fault && o.Target == nil && o.Uses != FaultPartition {
 		d.Problem(p, "missing target: %s needs something to act on (a named target such as gateway, or {workload: NAME})", o.Uses)
 	}
 	switch o.Uses {
@@ -402,6 +429,7 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 			d.Problem(tp+".times", "%d; a trigger fires at most %d times", t.Times, limits.MaxTriggerTimes)
 		}
 	}
+	validateNetwork(d, x, p, o)
 	if o.Grace > 0 && o.Uses != FaultRestart && fault {
 		d.Problem(p+".grace", "grace applies to restart only")
 	}
@@ -558,7 +586,7 @@ func checkRefProblem(x *Experiment, ref string) string {
 		if m := instancePattern.FindStringSubmatch(scope); m != nil {
 			if ww := x.Workload(m[1]); ww != nil {
 				if !isInstanceOf(scope, ww) {
-					return fmt.Sprintf("%q is not an instance of workload %q", scope, ww.Name)
+					return fmt.Sprintf("%q is not an instance of workload %q (%s)", scope, ww.Name, instanceRange(ww))
 				}
 				w = ww
 			}
@@ -781,4 +809,12 @@ func minDuration(x *Experiment, f *FlowNode) time.Duration {
 		}
 	}
 	return 0
+}
+
+// instanceRange says which instances a workload has, for messages.
+func instanceRange(w *Workload) string {
+	if n := w.InstanceCount(); n > 1 {
+		return fmt.Sprintf("its instances are %s to %s", InstanceName(w.Name, 0), InstanceName(w.Name, n-1))
+	}
+	return "its only instance is " + InstanceName(w.Name, 0)
 }

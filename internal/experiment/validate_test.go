@@ -705,7 +705,7 @@ expectations:
     checks: [countr/exited-ok, counter-3/exited-ok, counter-2/exited-ok, exited-ok]
 `), want: []prob{
 		e(14, 14, "expectations[0].checks[0]", "\"countr\" names no workload, instance, experiment or adapter (did you mean \"counter\"?)"),
-		e(14, 32, "expectations[0].checks[1]", "\"counter-3\" is not an instance of workload \"counter\""),
+		e(14, 32, "expectations[0].checks[1]", "\"counter-3\" is not an instance of workload \"counter\" (its instances are counter-0 to counter-2)"),
 		e(14, 74, "expectations[0].checks[3]", "\"exited-ok\" is not a check reference; write workload/check, instance/check, experiment/check or adapter/check"),
 	}},
 	{name: "expectation with an unknown kind and nothing else", yaml: doc(`
@@ -957,6 +957,21 @@ flow: {parallel: [u, freeze-one]}
 		e(22, 27, "workloads[0].checks[3].where.instance", "no instance named \"u-2\": workload u has the instances u-0 to u-1"),
 		e(22, 39, "workloads[0].checks[3].where.state", "no state named \"Runing\" (did you mean \"Running\"?)"),
 		e(22, 57, "workloads[0].checks[3].where.workload", "no workload named \"uu\" (did you mean \"u\"?)"),
+	}},
+	{name: "secrets that are not names or patterns", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+secrets:
+  env: [GOOD_NAME, "not a name"]
+  patterns: ["sk-[a-z]{10}", "(unclosed", "x*", "  "]
+workloads:
+  - {name: u, run: "true"}
+flow: u
+`), want: []prob{
+		e(4, 20, "secrets.env[1]", "\"not a name\" is not a valid environment variable name"),
+		e(5, 30, "secrets.patterns[1]", "invalid regular expression: error parsing regexp: missing closing ): `(unclosed`"),
+		e(5, 43, "secrets.patterns[2]", "\"x*\" matches empty text, so it would redact between every two characters; make it match the secret itself"),
+		e(5, 49, "secrets.patterns[3]", "empty pattern: give a regular expression for the secret text"),
 	}},
 }
 

@@ -12,6 +12,17 @@
 //	                  (recovering); Up, Ready and Down once more (ready);
 //	                  then Up and Ready for good.
 //
+// and the network faults, over a handle's network namespace
+// (backend.Networked) with package netfault's rules, each held for the
+// duration (or to the flow's end) and then removed:
+//
+//	latency           every packet it sends is delayed.
+//	loss              a share of the packets it sends is dropped.
+//	bandwidth         what it sends is limited to a rate.
+//	reset             every TCP segment to or from it is answered with a reset.
+//	blackhole         every packet to or from it is dropped.
+//	partition         members in different groups cannot reach each other.
+//
 // What each primitive is on each backend is the backend's business; see
 // docs/faults.md for the table.
 package fault
@@ -24,6 +35,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -40,6 +52,12 @@ type Op struct {
 	Duration time.Duration
 	// Grace is a restart's graceful stop (DefaultGrace when zero).
 	Grace time.Duration
+	// Run is the operation's application count.
+	Run int
+	// Net applies the run's network rules, and Network is the rule of a
+	// network fault (not a partition: see Partition).
+	Net     *netfault.Manager
+	Network *netfault.Spec
 }
 
 // Env is what a fault needs from the run applying it.
@@ -109,6 +127,10 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		return hold(ctx, env, op, h.Thaw)
 	case experiment.FaultCrashLoop:
 		return crashLoop(ctx, env, op, h)
+	case experiment.FaultLatency, experiment.FaultLoss, experiment.FaultBandwidth, experiment.FaultReset, experiment.FaultBlackhole:
+		return applyNetwork(ctx, env, op, h)
+	case experiment.FaultPartition:
+		return errors.New("a partition acts on all its members at once (fault.Partition)")
 	}
 	return fmt.Errorf("unknown fault %s", op.Fault)
 }

@@ -52,6 +52,18 @@ const (
 	MaxWatchLines = 2_000_000
 )
 
+// What a run writes: the timeline's writer stops the flow this far short
+// of the readers' limits (MaxEvents, MaxJSONLBytes), so cleanup, the checks
+// and run.finished still fit, and a run never writes a timeline its
+// readers refuse.
+const (
+	// TimelineReserveEvents is the events left for cleanup and checks
+	// when the flow is stopped.
+	TimelineReserveEvents = 200_000
+	// TimelineReserveBytes is the bytes left for them.
+	TimelineReserveBytes = 64 << 20
+)
+
 // What the pages made of a run show at most; past these they say what
 // they left out.
 const (

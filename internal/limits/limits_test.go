@@ -33,6 +33,14 @@ func runRows() []string {
 		fmt.Sprintf("| files `report.html` lists | %d | the rest are left out, and the page says so |", MaxReportFiles),
 		fmt.Sprintf("| fault sections of `evidence.md` | %d | the rest are left out, and the page says so |", MaxEvidenceFaults),
 		fmt.Sprintf("| operation annotations of a dashboard | %d | the rest are left out, and its description says so |", MaxDashboardAnnotations),
+		fmt.Sprintf("| events the flow writes to the timeline | %d less %d | the flow is stopped, ERROR, cleanup reverts everything |", MaxEvents, TimelineReserveEvents),
+		fmt.Sprintf("| bytes the flow writes to the timeline | %s less %s | the flow is stopped, ERROR, cleanup reverts everything |", mib(MaxJSONLBytes), mib(TimelineReserveBytes)),
+		fmt.Sprintf("| events in the timeline | %d less 16 | later events are not written (the console shows them), but for how the run ended; ERROR |", MaxEvents),
+		fmt.Sprintf("| one line of the timeline | %s | its longest text fields are cut, saying how much |", mib(MaxLineBytes/4)),
+		fmt.Sprintf("| a watcher's file (`system/watch/<name>.jsonl`, and its log) | %s less %s | later lines are not kept; a `run.warning` says so |", mib(MaxJSONLBytes), mib(MaxLineBytes)),
+		fmt.Sprintf("| one line of a watcher | %s | it is cut, saying how much |", mib(MaxLineBytes/4)),
+		fmt.Sprintf("| a metrics source (`system/metrics/<name>.jsonl`) | %d scrapes, %s less %s | later scrapes but the final one are not kept; a `run.warning` says so |", MaxScrapes, mib(MaxJSONLBytes), mib(MaxScrapeLineBytes/2)),
+		fmt.Sprintf("| one scrape | %s | it is kept as a failed scrape that says so |", mib(MaxScrapeLineBytes/4)),
 	}
 }
 

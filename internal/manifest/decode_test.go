@@ -197,7 +197,10 @@ func TestDuration(t *testing.T) {
 		}
 	}
 	for s, want := range map[string]string{
-		"30":        `expected a duration such as 15s, 500ms or 2m30s, got "30" (add a unit: 30s)`,
+		"30": `expected a duration such as 15s, 500ms or 2m30s, got "30" (add a unit: 30s)`,
+		// 500 is more likely half a second than 8m20s: both are offered.
+		"500":       `expected a duration such as 15s, 500ms or 2m30s, got "500" (add a unit: 500ms, or 500s for 8m20s)`,
+		"3600":      `expected a duration such as 15s, 500ms or 2m30s, got "3600" (add a unit: 3600ms, or 3600s for 1h)`,
 		"5 minutes": `expected a duration such as 15s, 500ms or 2m30s, got "5 minutes"`,
 		"-5s":       `expected a duration such as 15s, 500ms or 2m30s, got "-5s" (it must not be negative)`,
 		"":          `expected a duration such as 15s, 500ms or 2m30s, got ""`,

@@ -49,8 +49,8 @@ func (d *Duration) UnmarshalNode(dec *Decoder, n *yaml.Node, path string) {
 func ParseDuration(s string) (Duration, error) {
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		if _, nerr := time.ParseDuration(s + "s"); nerr == nil {
-			return 0, &durationError{s: s, hint: " (add a unit: " + s + "s)"}
+		if secs, nerr := time.ParseDuration(s + "s"); nerr == nil {
+			return 0, &durationError{s: s, hint: unitHint(s, secs)}
 		}
 		return 0, &durationError{s: s}
 	}
@@ -61,6 +61,16 @@ func ParseDuration(s string) (Duration, error) {
 		return 0, &durationError{s: s, hint: fmt.Sprintf(" (at most %s, %d days)", Duration(limits.MaxDuration), limits.MaxDuration/(24*time.Hour))}
 	}
 	return Duration(v), nil
+}
+
+// unitHint suggests a unit for a bare number: seconds for small ones, and
+// for 100 or more milliseconds too, since "delay: 500" is more likely half
+// a second than 8m20s.
+func unitHint(s string, asSeconds time.Duration) string {
+	if asSeconds < 100*time.Second {
+		return " (add a unit: " + s + "s)"
+	}
+	return " (add a unit: " + s + "ms, or " + s + "s for " + Duration(asSeconds).String() + ")"
 }
 
 type durationError struct{ s, hint string }

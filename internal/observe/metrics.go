@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -42,8 +43,13 @@ type Scraper struct {
 	Interval time.Duration
 	Run      *rundir.Dir
 	Client   *http.Client
+	// Warn, when set, is told once when the source holds the most its
+	// readers take, and later scrapes are no longer kept.
+	Warn func(string)
 
 	start             time.Time
+	size              int64
+	full              bool
 	mu                sync.Mutex
 	out               *os.File
 	types             map[string]familyType
@@ -117,14 +123,37 @@ func (s *Scraper) scrapeOnce(final bool) {
 		}
 	}
 	data, _ := json.Marshal(sc)
+	if len(data) > maxScrapeLine {
+		// One scrape its readers would refuse: kept as a failure.
+		sc = Scrape{T: sc.T, TS: sc.TS, Final: final, Error: fmt.Sprintf("the scrape was %d MiB, more than the %d MiB a scrape may hold", len(data)>>20, maxScrapeLine>>20)}
+		data, _ = json.Marshal(sc)
+	}
 	s.mu.Lock()
-	s.out.Write(append(data, '\n'))
-	s.scrapes++
-	if !sc.OK {
-		s.failures++
+	warn := false
+	// The final scrape always has room: checks read it.
+	if !final && (s.size+int64(len(data)+1) > maxSourceBytes || s.scrapes >= limits.MaxScrapes-1) {
+		warn, s.full = !s.full, true
+	} else {
+		n, _ := s.out.Write(append(data, '\n'))
+		s.size += int64(n)
+		s.scrapes++
+		if !sc.OK {
+			s.failures++
+		}
 	}
 	s.mu.Unlock()
+	if warn && s.Warn != nil {
+		s.Warn(fmt.Sprintf("metrics %s: system/metrics/%s.jsonl holds %d scrapes and %d MiB, the most its readers take (%d scrapes, %d MiB); later scrapes but the last are not kept", s.Name, s.Name, s.scrapes, s.size>>20, limits.MaxScrapes, limits.MaxJSONLBytes>>20))
+	}
 }
+
+// What a metrics source holds at most, so its readers never refuse it
+// (package limits): a scrape of a quarter of the longest line they read,
+// and room for the last scrape below the most a file may hold.
+const (
+	maxScrapeLine  = limits.MaxScrapeLineBytes / 4
+	maxSourceBytes = limits.MaxJSONLBytes - limits.MaxScrapeLineBytes/2
+)
 
 // fetch reads and parses the endpoint in whichever format it answers.
 func (s *Scraper) fetch() ([]*dto.MetricFamily, error) {

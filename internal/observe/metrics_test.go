@@ -97,3 +97,36 @@ func TestScraperRecordsFailures(t *testing.T) {
 		t.Fatalf("scrapes %d, failed %d: an unreachable endpoint must be recorded as failed scrapes", n, failed)
 	}
 }
+
+// A metrics source never grows past what its readers take: once it holds
+// the most it may, later scrapes are not kept (a warning says so, once),
+// but the final one, which checks read, still is.
+func TestScraperSourceIsBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Write([]byte(textBody))
+	}))
+	defer srv.Close()
+	dir := &rundir.Dir{Root: t.TempDir()}
+	os.MkdirAll(dir.Path("system", "metrics"), 0o755)
+	var warnings []string
+	s := &Scraper{Name: "m", URL: srv.URL, Interval: 5 * time.Millisecond, Run: dir, Warn: func(m string) { warnings = append(warnings, m) }}
+	s.Start(time.Now())
+	time.Sleep(30 * time.Millisecond)
+	s.mu.Lock()
+	kept := s.scrapes
+	s.size = maxSourceBytes // as if it held that much
+	s.mu.Unlock()
+	time.Sleep(30 * time.Millisecond)
+	n, _, _ := s.Stop()
+	if n != kept+1 {
+		t.Errorf("%d scrapes kept, want the %d before the source was full and the final one", n, kept)
+	}
+	scrapes, err := dir.ReadScrapes("m")
+	if err != nil || len(scrapes) != n || !scrapes[len(scrapes)-1].Final {
+		t.Errorf("%d scrapes read (%v), want %d ending with the final one", len(scrapes), err, n)
+	}
+	if len(warnings) != 1 {
+		t.Errorf("warnings %q, want one", warnings)
+	}
+}

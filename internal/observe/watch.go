@@ -13,7 +13,9 @@ import (
 	"regexp"
 	"sync"
 	"time"
+	"unicode/utf8"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -89,13 +91,27 @@ type Watcher struct {
 	Run    *rundir.Dir
 	Hub    *Hub
 	Record func(name string, fields ...rundir.Field)
+	// Redact, when set, replaces secrets in each line before it is
+	// written (signals still see the line as printed).
+	Redact func(string) string
 
 	jsonl, log *os.File
-	mu         sync.Mutex
-	cur        *proc.Process
-	stopped    bool
-	done       chan struct{}
+	// size is what jsonl holds; full is set once it holds the most it may.
+	size    int64
+	full    bool
+	mu      sync.Mutex
+	cur     *proc.Process
+	stopped bool
+	done    chan struct{}
 }
+
+// What a watcher's file holds at most, so its readers never refuse it
+// (package limits): lines are cut to a quarter of the longest line they
+// read, and lines past the most a file may hold are not kept.
+const (
+	maxWatchLine  = limits.MaxLineBytes / 4
+	maxWatchBytes = limits.MaxJSONLBytes - limits.MaxLineBytes
+)
 
 // watchLine is one line of system/watch/<name>.jsonl.
 type watchLine struct {
@@ -206,11 +222,31 @@ func (w *Watcher) read(r io.ReadCloser, start time.Time) {
 	for sc.Scan() {
 		now := time.Now()
 		text := sc.Text()
-		data, _ := json.Marshal(watchLine{T: roundT(now.Sub(start).Seconds()), TS: now.UTC().Format("2006-01-02T15:04:05.000000Z"), Line: text})
+		written := text
+		if w.Redact != nil {
+			written = w.Redact(text)
+		}
+		if len(written) > maxWatchLine {
+			cut := maxWatchLine
+			for cut > 0 && !utf8.RuneStart(written[cut]) {
+				cut--
+			}
+			written = fmt.Sprintf("%s … (%d bytes cut)", written[:cut], len(written)-cut)
+		}
+		data, _ := json.Marshal(watchLine{T: roundT(now.Sub(start).Seconds()), TS: now.UTC().Format("2006-01-02T15:04:05.000000Z"), Line: written})
 		w.mu.Lock()
-		w.jsonl.Write(append(data, '\n'))
-		fmt.Fprintf(w.log, "%s %s\n", rundir.LogTime(now), text)
+		full := false
+		if w.size+int64(len(data)+1) > maxWatchBytes {
+			full, w.full = !w.full, true
+		} else {
+			n, _ := w.jsonl.Write(append(data, '\n'))
+			w.size += int64(n)
+			fmt.Fprintf(w.log, "%s %s\n", rundir.LogTime(now), written)
+		}
 		w.mu.Unlock()
+		if full && w.Record != nil {
+			w.Record("run.warning", rundir.F("warning", fmt.Sprintf("watcher %s wrote %d MiB to system/watch/%s.jsonl, the most a watcher's file holds (its readers take %d MiB); its later lines are not kept", w.Name, w.size>>20, w.Name, limits.MaxJSONLBytes>>20)))
+		}
 		w.Hub.Publish(Line{Watch: w.Name, Text: text, TS: now})
 	}
 }

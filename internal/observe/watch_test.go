@@ -86,3 +86,50 @@ func TestWatcherRecordsRestartsAndSignals(t *testing.T) {
 		t.Fatalf("the restarted watcher's lines are not all recorded:\n%s", data)
 	}
 }
+
+// A watcher's file never grows past what its readers take: a long line is
+// cut, and once the file holds the most it may, later lines are not kept
+// and a warning says so, once.
+func TestWatcherFileIsBounded(t *testing.T) {
+	d := newRunDir(t)
+	var warnings []string
+	w := &Watcher{Name: "big", Run: d, Hub: NewHub(), Record: func(name string, fields ...rundir.Field) {
+		if name == "run.warning" {
+			warnings = append(warnings, rundir.ValueString(fields[0].Value))
+		}
+	}}
+	var err error
+	if w.jsonl, err = os.Create(d.Path("system", "watch", "big.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if w.log, err = os.Create(d.LogFile("watch-big")); err != nil {
+		t.Fatal(err)
+	}
+	r, pw, _ := os.Pipe()
+	done := make(chan struct{})
+	go func() { w.read(r, time.Now()); close(done) }()
+	pw.WriteString(strings.Repeat("x", 2*maxWatchLine) + "\n")
+	pw.WriteString("short\n")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		w.mu.Lock()
+		written := w.size
+		w.mu.Unlock()
+		if data, _ := os.ReadFile(d.Path("system", "watch", "big.jsonl")); written > 0 && strings.Contains(string(data), "short") {
+			break
+		}
+	}
+	w.mu.Lock()
+	w.size = maxWatchBytes - 10 // as if it had written that much
+	w.mu.Unlock()
+	pw.WriteString("not kept\nnor this\n")
+	pw.Close()
+	<-done
+	data, _ := os.ReadFile(d.Path("system", "watch", "big.jsonl"))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 2 || len(lines[0]) > maxWatchLine+200 || !strings.Contains(lines[0], "bytes cut)") || !strings.Contains(lines[1], "short") {
+		t.Fatalf("%d lines, the first %d bytes", len(lines), len(lines[0]))
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "later lines are not kept") {
+		t.Errorf("warnings %q, want one", warnings)
+	}
+}

@@ -339,9 +339,11 @@ func TestFindByMarkerAndFleetSafety(t *testing.T) {
 		if ok, err := hasEnvEntry(gc, "WORKLOAD=custom"); err != nil || !ok {
 			t.Fatalf("descendant environ lacks WORKLOAD=custom (err %v)", err)
 		}
-		if m, err := p.Members(); err != nil || !slices.Equal(m, sortedPids(p.Pid, gc)) {
-			t.Fatalf("Members = %v (err %v), want %v", m, err, sortedPids(p.Pid, gc))
-		}
+		// The shell's publishing child (mv) may still be on its way out.
+		eventually(t, 5*time.Second, "members to be the leader and its descendant", func() bool {
+			m, err := p.Members()
+			return err == nil && slices.Equal(m, sortedPids(p.Pid, gc))
+		})
 
 		if err := p.Freeze(); err != nil {
 			t.Fatal(err)

@@ -15,11 +15,25 @@ import (
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
+// Style is how the status line is drawn on a terminal.
+type Style int
+
+const (
+	// StyleANSI draws the line in reverse video and erases it with ANSI
+	// escapes.
+	StyleANSI Style = iota
+	// StylePlain writes no escape sequence at all (NO_COLOR): the line is
+	// drawn after a carriage return and erased by overwriting it with
+	// spaces.
+	StylePlain
+)
+
 // Display renders events; it is safe for concurrent use.
 type Display struct {
 	mu       sync.Mutex
 	w        io.Writer
 	tty      bool
+	style    Style
 	width    int
 	start    time.Time
 	timeout  time.Duration
@@ -41,6 +55,13 @@ func New(w io.Writer, tty bool, width int, timeout time.Duration) *Display {
 		width = 100
 	}
 	return &Display{w: w, tty: tty, width: width, timeout: timeout, nodes: map[string]string{}, states: map[string]string{}, faults: map[string]int{}, now: time.Now}
+}
+
+// SetStyle says how the status line is drawn; call it before Start.
+func (d *Display) SetStyle(s Style) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.style = s
 }
 
 // Start begins redrawing the status line (on a terminal) every interval.
@@ -185,13 +206,26 @@ func (d *Display) redraw() {
 		return
 	}
 	line := d.Status()
-	fmt.Fprintf(d.w, "\r\033[K\033[7m%s\033[0m", line)
+	if d.style == StylePlain {
+		// Overwrite what is left of a longer line with spaces.
+		pad := len([]rune(d.lastLine)) - len([]rune(line))
+		if !d.shown || pad < 0 {
+			pad = 0
+		}
+		fmt.Fprintf(d.w, "\r%s%s", line, strings.Repeat(" ", pad))
+	} else {
+		fmt.Fprintf(d.w, "\r\033[K\033[7m%s\033[0m", line)
+	}
 	d.shown, d.lastLine = true, line
 }
 
 func (d *Display) clear() {
 	if d.tty && d.shown {
-		fmt.Fprint(d.w, "\r\033[K")
+		if d.style == StylePlain {
+			fmt.Fprintf(d.w, "\r%s\r", strings.Repeat(" ", len([]rune(d.lastLine))))
+		} else {
+			fmt.Fprint(d.w, "\r\033[K")
+		}
 		d.shown = false
 	}
 }

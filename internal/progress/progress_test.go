@@ -58,3 +58,48 @@ func TestTerminalRedrawsBelowEvents(t *testing.T) {
 		t.Fatalf("Stop must leave the terminal clean:\n%q", out)
 	}
 }
+
+// NO_COLOR: the status line is drawn and erased without a single escape
+// sequence, with carriage returns and spaces.
+func TestTerminalPlainStyleWritesNoEscapes(t *testing.T) {
+	var buf bytes.Buffer
+	d := New(&buf, true, 200, 0)
+	d.SetStyle(StylePlain)
+	d.Start(time.Now())
+	d.Event(ev("instance.state", rundir.F("instance", "a-0"), rundir.F("state", "Running")))
+	d.Event(ev("operation.started", rundir.F("operation", "a-very-long-operation-name")))
+	d.Event(ev("operation.finished", rundir.F("operation", "a-very-long-operation-name")))
+	d.Stop()
+	out := buf.String()
+	if strings.ContainsRune(out, '\033') {
+		t.Fatalf("escape sequences written in the plain style:\n%q", out)
+	}
+	if !strings.Contains(out, "\r0s │ instances: 1 Running") {
+		t.Fatalf("no status line:\n%q", out)
+	}
+	// Stop erases the last line.
+	long := "0s │ instances: 1 Running │ active: a-very-long-operation-name"
+	if !strings.HasSuffix(out, "\r"+strings.Repeat(" ", len([]rune("0s │ instances: 1 Running")))+"\r") {
+		t.Fatalf("Stop must leave the line blank:\n%q", out)
+	}
+	if !strings.Contains(out, "\r"+long) {
+		t.Fatalf("the long line is not drawn:\n%q", out)
+	}
+}
+
+// A redraw of a shorter line over a longer one (the ticker does not erase
+// first) pads it with spaces.
+func TestPlainRedrawPads(t *testing.T) {
+	var buf bytes.Buffer
+	d := New(&buf, true, 200, 0)
+	d.SetStyle(StylePlain)
+	d.start = time.Now()
+	d.faults["long-operation"] = 1
+	d.redraw()
+	delete(d.faults, "long-operation")
+	buf.Reset()
+	d.redraw()
+	if got, want := buf.String(), "\r0s"+strings.Repeat(" ", len([]rune(" │ active: long-operation"))); got != want {
+		t.Fatalf("redraw %q, want %q", got, want)
+	}
+}

@@ -22,6 +22,8 @@ const (
 
 // chart is one metric family's chart, ready to print.
 type chart struct {
+	// W, L and P are the page's geometry (the chart template's).
+	W, L, P                        int
 	ID, Family, Source, Type, Mode string
 	Focus                          bool
 	Height, PlotTop, PlotH         int
@@ -33,7 +35,13 @@ type chart struct {
 	Ticks                          []tick
 	Bands                          []gbar
 	Note                           string
+	// Fails mark the failed scrapes of the chart's source along its
+	// bottom.
+	Fails []gmark
+	// Steady is the focus family's before and after summary.
+	Steady []steadyRow
 
+	src     string
 	pending []drawn
 	ymap    func(float64) float64
 }
@@ -85,6 +93,19 @@ func buildCharts(r *runview.Run, span float64) (charts []*chart, missing []strin
 		focus = r.Experiment.Metrics
 	}
 	charts, missing, more := layoutCharts(fams, focus, r.Operations, span, len(r.Sources) > 1)
+	fails := r.FailedScrapes()
+	for _, c := range charts {
+		for i, f := range fails[c.src] {
+			if i >= maxMarksPerSource {
+				break
+			}
+			c.Fails = append(c.Fails, gmark{
+				D:     fmt.Sprintf("M%s,%dv%d", num(tx(f.T, span), 2), chartTop+chartPlotH-10, 10),
+				Class: "lm fs",
+				Text:  fmt.Sprintf("%s scrape of %s failed: %s", secs(f.T), c.src, clipLine(f.Error, maxMarkText)),
+			})
+		}
+	}
 	return charts, missing, strings.TrimSpace(note + more)
 }
 
@@ -135,6 +156,7 @@ func layoutCharts(fams []*family, focus []string, ops []runview.OpRun, span floa
 		_, isFocus := rank[f.name]
 		c := drawChart(f, span, showSource)
 		c.ID = "chart-" + strconv.Itoa(i)
+		c.W, c.L, c.P = svgW, gutL, plotW
 		c.Focus = isFocus
 		c.Bands = bands
 		c.Ticks = axis
@@ -151,6 +173,9 @@ func layoutCharts(fams []*family, focus []string, ops []runview.OpRun, span floa
 		note += fmt.Sprintf("%d series are drawn in all, so each keeps at most %d points (the lowest and highest of each of %d stretches of time). ", total, 2*nb, nb)
 	}
 	for _, c := range charts {
+		if c.Focus {
+			c.Steady = steadySummary(c, ops)
+		}
 		c.draw(span, nb)
 	}
 	return charts, missing, note
@@ -354,6 +379,7 @@ func drawChart(f *family, span float64, showSource bool) *chart {
 		ClipTop: chartTop - 4, ClipH: chartPlotH + 8,
 		Total: len(f.order),
 	}
+	c.src = f.source
 	if showSource {
 		c.Source = f.source
 	}

@@ -19,6 +19,7 @@ import (
 	"math"
 	"net/url"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -36,7 +37,7 @@ const FileName = "report.html"
 // SVG has the same width and plot area, so a time reads at the same x in all
 // of them.
 const (
-	svgW  = 1240 // whole width
+	svgW  = 1300 // whole width: room right of the plot for how an instance ended
 	gutL  = 190  // labels left of the plot
 	plotW = 1000 // the plot: the run's whole time span at zoom 1
 	gutR  = svgW - gutL - plotW
@@ -75,14 +76,20 @@ func WriteFile(r *runview.Run) error {
 	return r.Dir.WriteFile(FileName, buf.Bytes())
 }
 
-// Write renders the run's report to w.
+// Write renders the run's report to w, with r.Redact's secrets replaced
+// in every form the page holds them.
 func Write(w io.Writer, r *runview.Run) error {
 	p := build(r)
-	bw := bufio.NewWriterSize(w, 64<<10)
+	var buf bytes.Buffer
+	bw := bufio.NewWriterSize(&buf, 64<<10)
 	if err := tmpl.Execute(bw, p); err != nil {
 		return fmt.Errorf("rendering the report: %w", err)
 	}
-	return bw.Flush()
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.Write(r.Redact.HTML(buf.Bytes()))
+	return err
 }
 
 // page is everything the template shows.
@@ -111,13 +118,23 @@ type page struct {
 	StartMS string
 	W, L, P int
 
-	Gantt        *gantt
-	Histories    []*histPlot
-	Findings     []finding
-	HistoryNote  string
-	Charts       []*chart
-	MissingFocus []string
-	ChartNote    string
+	// Failures are the checks that did not hold, unexpected ones first.
+	Failures          []failure
+	Unexpected, Known int
+	Gantt             *gantt
+	HasTargets        bool
+	Lines             []lineRow
+	LinesNote         string
+	Steady            []steadyRow
+	MoreCharts        []*chart
+	Empty             []string
+	Nav               []navItem
+	Histories         []*histPlot
+	Findings          []finding
+	HistoryNote       string
+	Charts            []*chart
+	MissingFocus      []string
+	ChartNote         string
 
 	Checks   []checkRow
 	Errors   []string
@@ -133,6 +150,9 @@ type page struct {
 	TimelineNote string
 	FileNotes    []string
 }
+
+// navItem is a link to a section of the page.
+type navItem struct{ Href, Text string }
 
 type count struct {
 	Result string
@@ -257,16 +277,97 @@ func build(r *runview.Run) *page {
 			}
 		}
 	}
-	p.Gantt, p.TimelineNote = buildGantt(r, span)
+	lines, linesNote := r.Lines()
+	p.Gantt, p.TimelineNote = buildGantt(r, span, lines)
+	p.Lines, p.LinesNote = lineList(lines, span)
+	p.HasTargets = len(r.NamedTargets) > 0
+	if linesNote != "" {
+		p.LinesNote = strings.TrimSpace(linesNote + " " + p.LinesNote)
+	}
 	p.Histories, p.Findings, p.HistoryNote = buildHistories(r, span)
 	sortFindings(p.Findings)
 	p.Charts, p.MissingFocus, p.ChartNote = buildCharts(r, span)
+	for _, c := range p.Charts {
+		p.Steady = append(p.Steady, c.Steady...)
+	}
+	p.Charts, p.MoreCharts = splitCharts(p.Charts)
+	p.Failures = buildFailures(r, append(append([]*chart{}, p.Charts...), p.MoreCharts...), span)
+	for _, f := range p.Failures {
+		if f.Known {
+			p.Known++
+		} else {
+			p.Unexpected++
+		}
+	}
 	p.Inputs = inputs(r)
 	files, notes := reportFiles(r)
 	p.FileNotes = notes
 	p.Logs = logLinks(r, files)
 	p.Tails = tails(r, files)
+	p.sections()
 	return p
+}
+
+// maxOpenCharts is how many charts are open when the experiment names no
+// focus metrics; the rest are behind a summary.
+const maxOpenCharts = 6
+
+// splitCharts keeps the experiment's focus families open and puts the
+// others behind a disclosure; without focus families, the first few stay
+// open.
+func splitCharts(all []*chart) (open, more []*chart) {
+	focus := 0
+	for _, c := range all {
+		if c.Focus {
+			focus++
+		}
+	}
+	if focus == 0 {
+		focus = min(len(all), maxOpenCharts)
+	}
+	if len(all)-focus <= 1 {
+		return all, nil
+	}
+	return all[:focus], all[focus:]
+}
+
+// sections lists the page's sections for the navigation, and the empty
+// ones, which are named in one line instead of drawn.
+func (p *page) sections() {
+	nav := func(id, text string) { p.Nav = append(p.Nav, navItem{Href: "#" + id, Text: text}) }
+	if len(p.Failures) > 0 {
+		nav("failures", "failures")
+	}
+	nav("timeline-heading", "timeline")
+	if len(p.Lines) > 0 {
+		nav("lines", "lines")
+	}
+	if len(p.Charts) > 0 || len(p.MoreCharts) > 0 {
+		nav("metrics", "metrics")
+	} else {
+		p.Empty = append(p.Empty, "No metrics were recorded in this run.")
+	}
+	if len(p.Histories) > 0 {
+		nav("histories", "operation histories")
+	} else {
+		p.Empty = append(p.Empty, "No workload wrote an operation history.")
+	}
+	nav("checks", "checks")
+	if len(p.Errors) > 0 || len(p.Warnings) > 0 {
+		nav("errors", "errors and warnings")
+	} else {
+		p.Empty = append(p.Empty, "No errors or warnings.")
+	}
+	if len(p.Flaky) > 0 {
+		nav("flaky", "flaky hits")
+	} else {
+		p.Empty = append(p.Empty, "No flaky hits.")
+	}
+	nav("inputs", "inputs")
+	nav("files", "files")
+	if len(p.Tails) > 0 {
+		nav("logs", "log tails")
+	}
 }
 
 // timeSpan is the time the axis covers: the run's last event, or later when
@@ -382,7 +483,8 @@ func inputs(r *runview.Run) []input {
 	return out
 }
 
-// logPatterns are the files the report links to, in this order.
+// logPatterns are the files the report links to first, in this order;
+// every other file of the run directory follows, by path.
 var logPatterns = []string{
 	"verdict.json",
 	"timeline.jsonl",
@@ -397,7 +499,12 @@ var logPatterns = []string{
 	"system/*.json",
 	"system/*.txt",
 	"evaluations/*.json",
+	"evidence.md",
 }
+
+// maxDepth is how deep below the run directory files are listed (an
+// instance's output directory is five levels down).
+const maxDepth = 16
 
 // file is one file of the run directory the report links to.
 type file struct {
@@ -409,12 +516,33 @@ type file struct {
 // logPatterns, at most limits.MaxReportFiles of them. A file that leads
 // out of the run directory (a symlink) is left out and named in a note.
 func reportFiles(r *runview.Run) (out []file, notes []string) {
-	seen := map[string]bool{}
+	seen := map[string]bool{FileName: true}
 	more := 0
 	var refused []string
-	for _, pat := range logPatterns {
+	// The known files first, then everything else, level by level.
+	var rest []string
+	for depth, pat := 0, "*"; depth < maxDepth; depth, pat = depth+1, pat+"/*" {
 		files, _ := r.Dir.Glob(pat)
+		if len(files) == 0 {
+			break
+		}
+		rest = append(rest, files...)
+	}
+	sort.Strings(rest)
+	for _, group := range [][]string{nil, rest} {
+		var files []string
+		if group == nil {
+			for _, pat := range logPatterns {
+				m, _ := r.Dir.Glob(pat)
+				files = append(files, m...)
+			}
+		} else {
+			files = group
+		}
 		for _, rel := range files {
+			if base := rel[strings.LastIndexByte(rel, '/')+1:]; strings.HasPrefix(base, ".tmp-") {
+				continue // a file being written atomically
+			}
 			if seen[rel] {
 				continue
 			}

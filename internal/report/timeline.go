@@ -21,6 +21,8 @@ const (
 	colNode      = "#64748b"
 	colOther     = "#94a3b8"
 	colThin      = "#cbd5e1"
+	colFrozen    = "#7c3aed"
+	colHealthy   = "#10b981" // a target's healthy stretch, darker than Running
 )
 
 // Timeline geometry.
@@ -39,6 +41,9 @@ type gantt struct {
 	Bars            []gbar
 	Milestones      []gms
 	Ticks           []tick
+	// Marks are the lines of watchers, logs and failed scrapes, each a
+	// short vertical stroke on its source's row.
+	Marks []gmark
 }
 
 type grow struct {
@@ -46,7 +51,15 @@ type grow struct {
 	Label, Title     string
 	Right, RightCls  string
 	Section, Alt     bool
-	Kind             string // "node", "op", "instance"
+	Kind             string // "node", "op", "target", "instance", "line"
+	// ID anchors the row, for links from the failures at the top.
+	ID string
+}
+
+// gmark is one line of a source on the time axis: D draws it (in plot
+// units, so it zooms), Text is its tooltip and what the filter matches.
+type gmark struct {
+	D, Class, Text string
 }
 
 // gbar is a rectangle in plot units (x: 0..plotW over the run's span).
@@ -70,7 +83,7 @@ type tick struct {
 // tx maps seconds to plot units.
 func tx(t, span float64) float64 { return t / span * plotW }
 
-func buildGantt(r *runview.Run, span float64) (*gantt, string) {
+func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, string) {
 	g := &gantt{PlotTop: axisH - 4}
 	g.Ticks = ticks(0, span, span)
 	y := axisH
@@ -175,6 +188,47 @@ func buildGantt(r *runview.Run, span float64) (*gantt, string) {
 		}
 	}
 
+	if len(r.NamedTargets) > 0 {
+		add(grow{Section: true, Label: "targets", Title: "one row per named target: healthy, held down by a fault, starting again and waiting for its health check, frozen, stopped"})
+	}
+	for i := range r.NamedTargets {
+		l := &r.NamedTargets[i]
+		title := "target " + l.Name
+		if n := len(l.Restarts); n > 0 {
+			title += fmt.Sprintf(" · healthy again %d time(s) after a fault", n)
+		}
+		right, rightCls := "", "muted"
+		down := 0.0
+		for _, s := range l.Segments {
+			if s.State == runview.TargetDown || s.State == runview.TargetStarting {
+				down += s.End - s.Start
+			}
+		}
+		if down > 0 {
+			right, rightCls = "down "+num(down, 1)+" s", "bad"
+		}
+		ry := add(grow{Kind: "target", Label: l.Name, Title: title, Right: right, RightCls: rightCls, ID: "row-target-" + l.Name})
+		for _, s := range l.Segments {
+			tip := "target " + l.Name + " · " + s.State
+			if s.Reason != "" {
+				tip += " (" + s.Reason + ")"
+			}
+			tip += " · " + when(s.Start, s.End)
+			switch s.State {
+			case runview.TargetHealthy:
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colHealthy, "tg", tip, false))
+			case runview.TargetDown:
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colRed, "tg", tip, false))
+			case runview.TargetStarting:
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colPending, "tg", tip, false))
+			case runview.TargetFrozen:
+				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colFrozen, "tg", tip, false))
+			case runview.TargetStopped:
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colCreated, tip))
+			}
+		}
+	}
+
 	if len(r.Instances) > 0 {
 		add(grow{Section: true, Label: "instances", Title: "one row per instance, coloured by state"})
 	}
@@ -187,6 +241,10 @@ func buildGantt(r *runview.Run, span float64) (*gantt, string) {
 			title += " · last state " + in.Final
 		}
 		right, rightCls := "no exit", "muted"
+		if n := len(in.Segments); n > 0 && in.ExitCode == nil && in.Segments[n-1].State == "Failed" && in.Segments[n-1].Reason != "" {
+			// How it ended, where it shows, not only in a tooltip.
+			right, rightCls = in.Segments[n-1].Reason, "bad"
+		}
 		if in.ExitCode != nil {
 			right = fmt.Sprintf("exit %d", *in.ExitCode)
 			rightCls = "ok"
@@ -200,7 +258,7 @@ func buildGantt(r *runview.Run, span float64) (*gantt, string) {
 		if len(in.Faults) > 0 {
 			title += " · hit by " + strings.Join(uniq(in.Faults), ", ")
 		}
-		ry := add(grow{Kind: "instance", Label: in.Name, Title: title, Right: right, RightCls: rightCls})
+		ry := add(grow{Kind: "instance", Label: in.Name, Title: title, Right: right, RightCls: rightCls, ID: "row-" + in.Name})
 		for _, s := range mergeSegments(in.Segments) {
 			tip := in.Name + " · " + s.State
 			if s.Reason != "" {
@@ -234,6 +292,7 @@ func buildGantt(r *runview.Run, span float64) (*gantt, string) {
 			}
 		}
 	}
+	addLineRows(g, lines, span, add)
 	g.Height = y + 6
 	// Operations, faintly, across every row.
 	for i, op := range r.Operations {

@@ -19,6 +19,7 @@ type EventSpec struct {
 var Events = []EventSpec{
 	{"run.started", []string{"experiment", "version", "seed", "adapter", "run_id", "ports"}},
 	{"run.error", []string{"error"}},
+	{"run.warning", []string{"warning"}},
 	{"flow.skipped", []string{"reason"}},
 	{"run.aborted", []string{"signal"}},
 	{"run.finished", []string{"verdict"}},
@@ -60,10 +61,15 @@ var Events = []EventSpec{
 	{"instance.leaked", []string{"instance", "pids"}},
 	{"instance.deleted", []string{"workload", "instance"}},
 
-	{"operation.started", []string{"operation", "uses", "run", "target", "scope", "instances", "ids", "duration"}},
+	{"operation.started", []string{"operation", "uses", "run", "target", "scope", "instances", "ids", "groups", "ring", "shape", "direction", "duration", "jitter"}},
 	{"crash-loop.kill", []string{"operation", "target", "phase", "id"}},
 	{"operation.finished", []string{"operation", "uses", "run"}},
 	{"operation.reverted", []string{"operation", "uses", "run", "when"}},
+
+	{"network.created", []string{"subnet", "host", "link", "members"}},
+	{"network.applied", []string{"operation", "run", "uses", "target", "rule", "netns", "mechanism", "name", "devices",
+		"correlation", "delay", "jitter", "percent", "rate", "drop_from", "drop_to", "connections_aborted", "kernel"}},
+	{"network.removed", []string{"operation", "run", "uses", "target", "rule", "packets_delayed", "error"}},
 
 	{"container.event", []string{"action", "container", "id", "role", "workload", "instance", "exit_code", "signal"}},
 	{"docker.events.error", []string{"error"}},

@@ -19,8 +19,11 @@ import (
 )
 
 // FormatVersion is the version of the run directory layout; manifest.json
-// records it so readers can tell old runs apart.
-const FormatVersion = 1
+// records it so readers can tell old runs apart. 2: operation.started
+// records its target as an object ({"name": ...}, {"workload": ...}) where
+// 1 wrote text ("gateway", "{workload: counter}"); readers take both
+// (TargetText).
+const FormatVersion = 2
 
 // Dir is a run directory. Readers of a run go through its methods (Open,
 // ReadFile, Glob, WriteFile...), which stay inside Root.

@@ -3,6 +3,7 @@ package rundir
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/manifest"
@@ -257,6 +259,12 @@ func CheckSeconds(t float64) error {
 
 // Recorder appends events to timeline.jsonl and logs/harness.log, and hands
 // each to an optional console sink. It is safe for concurrent use.
+//
+// Each line is written whole or not at all: a write that fails (a full
+// disk) is cut back to the last whole line, so a reader never finds a torn
+// line. The first failure, and the timeline reaching the limits set with
+// SetGuard, are handed to the guard, once each; the sinks see every event
+// whatever was written.
 type Recorder struct {
 	mu       sync.Mutex
 	start    time.Time
@@ -265,7 +273,64 @@ type Recorder struct {
 	sinks    []func(Event)
 	now      func() time.Time
 	redact   func(string) string
+
+	// tlSize and logSize are the files' sizes after their last whole line.
+	tlSize, logSize int64
+	events          int64
+	dropped         int64
+	err             error
+	limits          RecorderLimits
+	guard           func(error)
+	guarded         map[string]bool
 }
+
+// RecorderLimits bound what a recorder writes to the timeline. Past the
+// flow limits the guard is told (the run stops its flow and cleans up);
+// past the hard limits events are no longer written (the sinks still see
+// them), so the timeline stays within what its readers take. Zero means no
+// limit.
+type RecorderLimits struct {
+	FlowEvents, FlowBytes int64
+	MaxEvents, MaxBytes   int64
+	// MaxLine bounds one line: longer text fields are cut to fit.
+	MaxLine int
+}
+
+// DefaultRecorderLimits keep a run's timeline readable (package limits):
+// the flow stops well before the readers' limits, leaving room for
+// cleanup, the checks and run.finished.
+var DefaultRecorderLimits = RecorderLimits{
+	FlowEvents: limits.MaxEvents - limits.TimelineReserveEvents,
+	FlowBytes:  limits.MaxJSONLBytes - limits.TimelineReserveBytes,
+	MaxEvents:  limits.MaxEvents - 16,
+	MaxBytes:   limits.MaxJSONLBytes - 3*limits.MaxLineBytes,
+	MaxLine:    limits.MaxLineBytes / 4,
+}
+
+// closing are the events that say how a run ended: past the hard limits,
+// closingRoom more of them are still written, so a full timeline still
+// says how its run ended.
+var closing = map[string]bool{"run.error": true, "run.aborted": true, "run.finished": true}
+
+const closingRoom = 8
+
+// WriteError is a failure to write the timeline or the harness log.
+type WriteError struct {
+	File string
+	Err  error
+}
+
+func (e *WriteError) Error() string { return fmt.Sprintf("writing %s: %v", e.File, e.Err) }
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// FullError says the timeline reached a limit of RecorderLimits: the
+// flow's, or (Hard) the most the recorder writes at all.
+type FullError struct {
+	Msg  string
+	Hard bool
+}
+
+func (e *FullError) Error() string { return e.Msg }
 
 // SetRedact makes every event's text fields pass through fn before they are
 // written anywhere: the timeline, the harness log and the sinks.
@@ -273,6 +338,16 @@ func (r *Recorder) SetRedact(fn func(string) string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.redact = fn
+}
+
+// SetGuard sets the limits and the function told, once each, of the first
+// write failure (a *WriteError), of the flow limits (a *FullError) and of
+// the hard limits (a *FullError). fn is called without the recorder's lock
+// held, so it may record events.
+func (r *Recorder) SetGuard(l RecorderLimits, fn func(error)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.limits, r.guard = l, fn
 }
 
 // NewRecorder opens the timeline and harness log of d for appending.
@@ -286,7 +361,14 @@ func NewRecorder(d *Dir, start time.Time) (*Recorder, error) {
 		tl.Close()
 		return nil, err
 	}
-	return &Recorder{start: start, timeline: tl, log: lg, now: time.Now}, nil
+	r := &Recorder{start: start, timeline: tl, log: lg, now: time.Now, limits: DefaultRecorderLimits, guarded: map[string]bool{}}
+	if st, err := tl.Stat(); err == nil {
+		r.tlSize = st.Size()
+	}
+	if st, err := lg.Stat(); err == nil {
+		r.logSize = st.Size()
+	}
+	return r, nil
 }
 
 // Start is when the run started; event times count from it.
@@ -299,29 +381,145 @@ func (r *Recorder) AddSink(fn func(Event)) {
 	r.sinks = append(r.sinks, fn)
 }
 
+// Err is the first failure to write the timeline or the harness log, nil
+// when every line was written.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Dropped is how many events were not written to the timeline: over its
+// hard limits, or failed writes.
+func (r *Recorder) Dropped() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dropped
+}
+
 // Record writes one event now and returns it.
 func (r *Recorder) Record(name string, fields ...Field) Event {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
 	if r.redact != nil {
 		fields = redactFields(fields, r.redact)
 	}
 	e := Event{T: now.Sub(r.start).Seconds(), TS: now.UTC(), Name: name, Fields: fields}
 	line, _ := e.MarshalJSON()
-	_, _ = r.timeline.Write(append(line, '\n'))
-	fmt.Fprintf(r.log, "%s %s %s\n", LogTime(now), name, e.FieldsJSON())
+	if max := r.limits.MaxLine; max > 0 && len(line) >= max {
+		e.Fields = clipFields(e.Fields, max/8)
+		line, _ = e.MarshalJSON()
+	}
+	line = append(line, '\n')
+	var tell []error
+	l := r.limits
+	if closing[name] && l.MaxEvents > 0 {
+		// How the run ended always fits: the hard limits leave room.
+		l.MaxEvents += closingRoom
+		l.MaxBytes += closingRoom * int64(max(l.MaxLine, 1<<10))
+	}
+	switch {
+	case l.MaxEvents > 0 && r.events >= l.MaxEvents, l.MaxBytes > 0 && r.tlSize+int64(len(line)) > l.MaxBytes:
+		r.dropped++
+		tell = r.once(tell, "hard", &FullError{Msg: fmt.Sprintf("the timeline reached %d events and %d bytes, the most a run writes (the readers of a run take %d events and %d MiB); later events are not written", r.events, r.tlSize, limits.MaxEvents, limits.MaxJSONLBytes>>20), Hard: true})
+	default:
+		if err := appendWhole(r.timeline, &r.tlSize, line); err != nil {
+			r.dropped++
+			tell = r.fail(tell, "timeline.jsonl", err)
+		} else {
+			r.events++
+		}
+		logLine := []byte(fmt.Sprintf("%s %s %s\n", LogTime(now), name, e.FieldsJSON()))
+		if err := appendWhole(r.log, &r.logSize, logLine); err != nil {
+			tell = r.fail(tell, "logs/harness.log", err)
+		}
+	}
+	if l.FlowEvents > 0 && r.events >= l.FlowEvents || l.FlowBytes > 0 && r.tlSize >= l.FlowBytes {
+		tell = r.once(tell, "flow", &FullError{Msg: fmt.Sprintf("the timeline reached %d events and %d bytes, the most a run's flow may write (the readers of a run take %d events and %d MiB); the flow was stopped", r.events, r.tlSize, limits.MaxEvents, limits.MaxJSONLBytes>>20)})
+	}
+	// The sinks see events in the timeline's order.
 	for _, s := range r.sinks {
 		s(e)
 	}
+	guard := r.guard
+	r.mu.Unlock()
+	if guard != nil {
+		for _, err := range tell {
+			guard(err)
+		}
+	}
 	return e
+}
+
+// once adds err to tell the first time key comes up.
+func (r *Recorder) once(tell []error, key string, err error) []error {
+	if r.guarded[key] {
+		return tell
+	}
+	r.guarded[key] = true
+	return append(tell, err)
+}
+
+// fail keeps the first write failure and tells it once.
+func (r *Recorder) fail(tell []error, file string, err error) []error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	we := &WriteError{File: file, Err: err}
+	if r.err == nil {
+		r.err = we
+	}
+	return r.once(tell, "write", we)
+}
+
+// appendWhole appends line to f, whose size is *size, whole or not at all:
+// a short or failed write is cut back to *size.
+func appendWhole(f *os.File, size *int64, line []byte) error {
+	n, err := f.Write(line)
+	if err == nil && n == len(line) {
+		*size += int64(n)
+		return nil
+	}
+	if err == nil {
+		err = io.ErrShortWrite
+	}
+	if n > 0 {
+		if terr := f.Truncate(*size); terr != nil {
+			return fmt.Errorf("%w (and cutting the torn line: %v)", err, terr)
+		}
+	}
+	return err
+}
+
+// clipFields cuts text fields longer than n bytes, saying how much was
+// cut, so one event never makes a line the readers refuse.
+func clipFields(fields []Field, n int) []Field {
+	out := make([]Field, len(fields))
+	for i, f := range fields {
+		if s, ok := f.Value.(string); ok && len(s) > n {
+			cut := n
+			for cut > 0 && !utf8.RuneStart(s[cut]) {
+				cut--
+			}
+			f.Value = fmt.Sprintf("%s … (%d bytes cut)", s[:cut], len(s)-cut)
+		}
+		out[i] = f
+	}
+	return out
 }
 
 // Logf writes a free-form line to the harness log only.
 func (r *Recorder) Logf(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintf(r.log, "%s %s\n", LogTime(r.now()), fmt.Sprintf(format, args...))
+	line := []byte(fmt.Sprintf("%s %s\n", LogTime(r.now()), fmt.Sprintf(format, args...)))
+	if r.limits.MaxBytes > 0 && r.logSize+int64(len(line)) > r.limits.MaxBytes {
+		return
+	}
+	if err := appendWhole(r.log, &r.logSize, line); err != nil && r.err == nil {
+		r.err = &WriteError{File: "logs/harness.log", Err: err}
+	}
 }
 
 // Close flushes and closes the files.
@@ -342,10 +540,27 @@ func LogTime(t time.Time) string {
 	return t.Format("2006-01-02 15:04:05") + "," + fmt.Sprintf("%03d", t.Nanosecond()/1e6)
 }
 
-// redactFields returns fields with fn applied to every text value.
+// NameFields are the fields of events that hold the run's own names and
+// words (manifest names, ids, kinds, states, verdicts), which redaction
+// never changes: they come from the manifests and the harness, never
+// from a secret.
+var NameFields = map[string]bool{
+	"experiment": true, "adapter": true, "run_id": true, "version": true, "seed": true,
+	"workload": true, "instance": true, "instances": true, "check": true, "scope": true,
+	"operation": true, "uses": true, "run": true, "node": true, "kind": true, "name": true,
+	"watch": true, "metrics": true, "signal": true, "target": true, "role": true,
+	"trigger": true, "state": true, "verdict": true, "lock": true, "ok": true, "round": true,
+}
+
+// redactFields returns fields with fn applied to every text value but
+// those of NameFields.
 func redactFields(fields []Field, fn func(string) string) []Field {
 	out := make([]Field, len(fields))
 	for i, f := range fields {
+		if NameFields[f.Key] {
+			out[i] = f
+			continue
+		}
 		switch v := f.Value.(type) {
 		case string:
 			f.Value = fn(v)

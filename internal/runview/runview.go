@@ -10,11 +10,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/manifest"
+	"github.com/chaos-harness/chaos/internal/redact"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -34,8 +37,30 @@ type Run struct {
 	// Operations are every application of every operation.
 	Operations []OpRun
 	Instances  []Instance
+	// NamedTargets are the lives of the adapter's named targets the run
+	// started or acted on.
+	NamedTargets []TargetLife
+	// FlowEnd is when the flow ended (-1: never recorded).
+	FlowEnd float64
 	// Sources are the metrics sources recorded under system/metrics.
 	Sources []string
+	// Redact keeps secrets out of every page made of the run: Load sets it
+	// from the run's own manifests (their env values, secrets sections and
+	// names); WithEnv adds an environment's secrets; chaos run sets the
+	// run's own.
+	Redact *redact.Redactor
+
+	adapter *adapter.Adapter
+
+	failed     map[string][]ScrapeFailure
+	failedOnce sync.Once
+}
+
+// WithEnv makes Redact also replace the secrets of env (the environment
+// the command runs in, as the run's was), besides the manifests'.
+func (r *Run) WithEnv(env []string) *Run {
+	r.Redact = redact.For(env, r.Experiment, r.adapter)
+	return r
 }
 
 // Bar is one flow node's run.
@@ -50,6 +75,13 @@ type OpRun struct {
 	Name, Uses string
 	Run        int
 	Start, End float64
+	// Target is the target as the manifests write it ("gateway",
+	// "{workload: counter}"; "" without one), from either form a run
+	// directory records (rundir.TargetText); Scope is target, instances,
+	// role or system.
+	Target, Scope string
+	// Duration is the operation's duration in seconds (0: none).
+	Duration float64
 	// Targets are the instances or targets it hit.
 	Targets  []string
 	Reverted bool
@@ -85,7 +117,7 @@ func Load(root string) (*Run, error) {
 	if err != nil && len(events) == 0 {
 		return nil, err
 	}
-	r := &Run{Dir: d, Events: events, RunID: filepath.Base(root)}
+	r := &Run{Dir: d, Events: events, RunID: filepath.Base(root), FlowEnd: -1}
 	if data, err := d.ReadFile("experiment.yaml", limits.MaxManifestBytes); err == nil {
 		if x, ps := experiment.Parse(d.ExperimentFile(), data); x != nil && ps.Err() == nil {
 			r.Experiment = x
@@ -93,6 +125,14 @@ func Load(root string) (*Run, error) {
 	} else if rundir.IsEscape(err) {
 		return nil, err
 	}
+	// The adapter only adds secrets to redact; one that cannot be read
+	// (or leads outside) is named by the pages that show it.
+	if data, err := d.ReadFile("adapter.yaml", limits.MaxManifestBytes); err == nil {
+		if a, ps := adapter.Parse(d.AdapterFile(), data); a != nil && ps.Err() == nil {
+			r.adapter = a
+		}
+	}
+	r.Redact = redact.For(nil, r.Experiment, r.adapter)
 	var m rundir.Manifest
 	if err := d.ReadJSONFile("manifest.json", &m); err == nil {
 		r.Manifest = &m
@@ -163,7 +203,11 @@ func (r *Run) build() {
 				}
 			}
 		case "operation.started":
-			op := OpRun{Name: e.String("operation"), Uses: e.String("uses"), Start: e.T, End: -1, Open: true}
+			op := OpRun{Name: e.String("operation"), Uses: e.String("uses"), Start: e.T, End: -1, Open: true,
+				Target: rundir.TargetText(e.Get("target")), Scope: e.String("scope")}
+			if d, err := time.ParseDuration(e.String("duration")); err == nil && d > 0 {
+				op.Duration = d.Seconds()
+			}
 			fmt.Sscan(e.String("run"), &op.Run)
 			if l, ok := e.Get("instances").([]any); ok {
 				for _, x := range l {
@@ -219,6 +263,9 @@ func (r *Run) build() {
 		}
 	}
 	for i := range r.Nodes {
+		if r.Nodes[i].Node == "flow" && r.Nodes[i].End >= 0 {
+			r.FlowEnd = r.Nodes[i].End
+		}
 		if r.Nodes[i].End < 0 {
 			r.Nodes[i].End = r.End
 		}
@@ -249,6 +296,7 @@ func (r *Run) build() {
 			rank[w.Name] = i
 		}
 	}
+	r.NamedTargets = buildTargets(r)
 	sort.SliceStable(r.Instances, func(i, j int) bool {
 		a, b := r.Instances[i], r.Instances[j]
 		if rank[a.Workload] != rank[b.Workload] {

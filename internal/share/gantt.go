@@ -16,15 +16,44 @@ import (
 // GitHub's light and dark themes alike.
 const Init = `%%{init: {"themeVariables": {"taskBkgColor": "#64748b", "taskBorderColor": "#334155", "activeTaskBkgColor": "#34d399", "activeTaskBorderColor": "#047857", "doneTaskBkgColor": "#fbbf24", "doneTaskBorderColor": "#b45309", "critBkgColor": "#dc2626", "critBorderColor": "#7f1d1d", "taskTextColor": "#ffffff", "taskTextDarkColor": "#111827", "taskTextOutsideColor": "#111827", "sectionBkgColor": "#94a3b8", "sectionBkgColor2": "#94a3b8", "altSectionBkgColor": "#ffffff"}}}%%`
 
-// Chart is a Gantt chart of a run: the flow section, then one section per
-// charted instance.
+// Chart is a Gantt chart of a run: the flow section, a section per named
+// target, then one section per charted instance.
 type Chart struct {
 	Title string
-	// Long is true when the run is an hour or longer: times are HH:mm:ss
-	// instead of mm:ss.
-	Long     bool
+	// Res is the resolution of its times: milliseconds for short runs,
+	// seconds, or seconds with hours for runs of an hour or more.
+	Res Resolution
+	// Span is the run's length in seconds, for the axis.
+	Span     float64
 	Flow     []Task
 	Sections []Section
+}
+
+// Resolution is how finely a chart's times are written.
+type Resolution int
+
+const (
+	// Millis: mm:ss.SSS, for runs under ShortRun.
+	Millis Resolution = iota
+	// Seconds: mm:ss.
+	Seconds
+	// Hours: HH:mm:ss, for runs of an hour or more.
+	Hours
+)
+
+// ShortRun is the longest run charted to the millisecond: a crash 28 ms
+// after a delay ends is drawn after it, not in the same second.
+const ShortRun = 600.0
+
+// resolutionOf is the resolution for a run of span seconds.
+func resolutionOf(span float64) Resolution {
+	switch {
+	case span < ShortRun:
+		return Millis
+	case span < 3600:
+		return Seconds
+	}
+	return Hours
 }
 
 // Section is one instance's life.
@@ -33,8 +62,8 @@ type Section struct {
 	Tasks []Task
 }
 
-// Task is one bar or milestone. Start and End are whole seconds from the
-// run's start.
+// Task is one bar or milestone. Start and End are milliseconds from the
+// run's start, rounded to the chart's resolution.
 type Task struct {
 	Name string
 	// Tags are Mermaid's: milestone, active, done, crit, in that order.
@@ -46,9 +75,7 @@ type Task struct {
 // strictly, so 24:00:00 is not a time.
 const maxSeconds = 24*3600 - 1
 
-// seconds rounds a time in seconds from the run's start to the chart's
-// resolution, the same way for every bar, so bars that meet in the run meet
-// on the chart.
+// seconds rounds a time in seconds from the run's start to whole seconds.
 func seconds(t float64) int {
 	if t <= 0 || math.IsNaN(t) {
 		return 0
@@ -60,9 +87,27 @@ func seconds(t float64) int {
 	return s
 }
 
-// Clock formats whole seconds as mm:ss, or HH:mm:ss when long is set.
-func Clock(s int, long bool) string {
-	if long {
+// at rounds a time in seconds from the run's start to the resolution, in
+// milliseconds, the same way for every bar, so bars that meet in the run
+// meet on the chart.
+func at(t float64, res Resolution) int {
+	if res != Millis {
+		return seconds(t) * 1000
+	}
+	if t <= 0 || math.IsNaN(t) {
+		return 0
+	}
+	return min(int(math.Round(t*1000)), 3600*1000-1)
+}
+
+// Clock formats milliseconds from the run's start at a resolution:
+// mm:ss.SSS, mm:ss or HH:mm:ss.
+func Clock(ms int, res Resolution) string {
+	s := ms / 1000
+	switch res {
+	case Millis:
+		return fmt.Sprintf("%02d:%02d.%03d", s/60, s%60, ms%1000)
+	case Hours:
 		return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
 	}
 	return fmt.Sprintf("%02d:%02d", s/60, s%60)
@@ -87,9 +132,14 @@ func (c *Chart) String() string {
 	b.WriteString(Init + "\n")
 	b.WriteString("gantt\n")
 	fmt.Fprintf(&b, "  title %s\n", escapeLine(c.Title))
-	if c.Long {
+	switch {
+	case c.Res == Hours:
 		b.WriteString("  dateFormat HH:mm:ss\n  axisFormat %H:%M:%S\n")
-	} else {
+	case c.Res == Millis && c.Span < 20:
+		b.WriteString("  dateFormat mm:ss.SSS\n  axisFormat %M:%S.%L\n")
+	case c.Res == Millis:
+		b.WriteString("  dateFormat mm:ss.SSS\n  axisFormat %M:%S\n")
+	default:
 		b.WriteString("  dateFormat mm:ss\n  axisFormat %M:%S\n")
 	}
 	b.WriteString("  todayMarker off\n")
@@ -100,7 +150,7 @@ func (c *Chart) String() string {
 			if len(t.Tags) > 0 {
 				data = strings.Join(t.Tags, ", ") + ", "
 			}
-			fmt.Fprintf(&b, "    %s :%s%s, %s\n", TaskName(t.Name), data, Clock(t.Start, c.Long), Clock(t.End, c.Long))
+			fmt.Fprintf(&b, "    %s :%s%s, %s\n", TaskName(t.Name), data, Clock(t.Start, c.Res), Clock(t.End, c.Res))
 		}
 	}
 	write("flow", c.Flow)
@@ -157,27 +207,56 @@ var stateTags = map[string][]string{
 	"Succeeded": {"milestone", "active"},
 }
 
+// targetTags are the tags of a named target's states: healthy green, held
+// down red, starting again (waiting for its health check) amber, frozen
+// red, stopped a milestone.
+var targetTags = map[string][]string{
+	runview.TargetHealthy:  {"active"},
+	runview.TargetDown:     {"crit"},
+	runview.TargetStarting: {"done"},
+	runview.TargetFrozen:   {"crit"},
+	runview.TargetStopped:  {"milestone"},
+}
+
+// targetTasks draws a named target: a bar per stretch in one state, and a
+// milestone when the run stopped it.
+func targetTasks(l *runview.TargetLife, res Resolution) []Task {
+	var out []Task
+	for _, s := range l.Segments {
+		start, end := at(s.Start, res), at(s.End, res)
+		if s.State == runview.TargetStopped {
+			end = start
+		}
+		if n := len(out); n > 0 && out[n-1].Name == s.State && s.State != runview.TargetStopped {
+			out[n-1].End = end
+			continue
+		}
+		out = append(out, Task{Name: s.State, Tags: targetTags[s.State], Start: start, End: end})
+	}
+	return out
+}
+
 // instanceTasks draws one instance: a Created milestone, then a bar per
 // stretch in one state (stretches of the same state in a row are one bar),
 // and a milestone for Succeeded or Failed.
-func instanceTasks(in *runview.Instance) []Task {
+func instanceTasks(in *runview.Instance, res Resolution) []Task {
 	var out []Task
 	created := false
 	for _, s := range in.Segments {
 		if s.State == "Created" {
 			if !created {
-				t := seconds(s.Start)
+				t := at(s.Start, res)
 				out = append(out, Task{Name: "Created", Tags: stateTags["Created"], Start: t, End: t})
 				created = true
 			}
 			continue
 		}
 		if !created && in.Created >= 0 {
-			t := seconds(in.Created)
+			t := at(in.Created, res)
 			out = append(out, Task{Name: "Created", Tags: stateTags["Created"], Start: t, End: t})
 			created = true
 		}
-		start, end := seconds(s.Start), seconds(s.End)
+		start, end := at(s.Start, res), at(s.End, res)
 		if s.State == "Succeeded" || s.State == "Failed" {
 			end = start
 		}
@@ -188,7 +267,7 @@ func instanceTasks(in *runview.Instance) []Task {
 		out = append(out, Task{Name: s.State, Tags: stateTags[s.State], Start: start, End: end})
 	}
 	if !created && in.Created >= 0 {
-		t := seconds(in.Created)
+		t := at(in.Created, res)
 		out = append(out, Task{Name: "Created", Tags: stateTags["Created"], Start: t, End: t})
 	}
 	return out
@@ -203,7 +282,7 @@ func terminal(state string) bool { return state == "Succeeded" || state == "Fail
 // gaps between the repeated operation's applications, which its one bar
 // already spans. Bars are in order of their start; at the same second,
 // workloads come first, then waits and delays, then operations.
-func flowTasks(r *runview.Run) []Task {
+func flowTasks(r *runview.Run, res Resolution) []Task {
 	type item struct {
 		task  Task
 		start float64
@@ -232,7 +311,7 @@ func flowTasks(r *runview.Run) []Task {
 			continue
 		}
 		seen[n.Node] = true
-		items = append(items, item{Task{Name: n.Label, Start: seconds(n.Start), End: seconds(n.End)}, n.Start, rank, i})
+		items = append(items, item{Task{Name: n.Label, Start: at(n.Start, res), End: at(n.End, res)}, n.Start, rank, i})
 	}
 	type group struct {
 		name       string
@@ -260,7 +339,7 @@ func flowTasks(r *runview.Run) []Task {
 		if g.n > 1 {
 			name = fmt.Sprintf("%s ×%d", g.name, g.n)
 		}
-		t := Task{Name: name, Start: seconds(g.start), End: seconds(g.end)}
+		t := Task{Name: name, Start: at(g.start, res), End: at(g.end, res)}
 		if g.fault {
 			t.Tags = []string{"crit"}
 		}

@@ -59,7 +59,7 @@ func Page(r *runview.Run, o Options) []byte {
 		b.WriteString("```mermaid\n")
 		b.WriteString(chart.String())
 		b.WriteString("```\n\n")
-		b.WriteString(legend(sel) + "\n")
+		b.WriteString(legend(r, sel) + "\n")
 		if len(sel.Rest) > 0 {
 			b.WriteString("\n" + sel.Summary() + "\n")
 		}
@@ -89,19 +89,25 @@ func Page(r *runview.Run, o Options) []byte {
 	} else {
 		b.WriteString("\nThe run has no verdict.json: it ended before its checks ran.\n")
 	}
-	return b.Bytes()
+	return r.Redact.Bytes(b.Bytes())
 }
 
 // BuildChart makes the Gantt chart of r with a section for each of shown,
 // in that order.
 func BuildChart(r *runview.Run, shown []*runview.Instance) *Chart {
+	res := resolutionOf(r.End)
 	c := &Chart{
 		Title: fmt.Sprintf("%s · %s · %s", r.ExperimentID(), r.RunID, r.VerdictText()),
-		Long:  seconds(r.End) >= 3600,
-		Flow:  flowTasks(r),
+		Res:   res,
+		Span:  r.End,
+		Flow:  flowTasks(r, res),
+	}
+	for i := range r.NamedTargets {
+		l := &r.NamedTargets[i]
+		c.Sections = append(c.Sections, Section{Name: "target " + l.Name, Tasks: targetTasks(l, res)})
 	}
 	for _, in := range shown {
-		c.Sections = append(c.Sections, Section{Name: in.Name, Tasks: instanceTasks(in)})
+		c.Sections = append(c.Sections, Section{Name: in.Name, Tasks: instanceTasks(in, res)})
 	}
 	return c
 }
@@ -310,8 +316,14 @@ func sameShape(in *runview.Instance) bool {
 }
 
 // legend explains the colours, and what the chart leaves out.
-func legend(s Selection) string {
+func legend(r *runview.Run, s Selection) string {
 	l := "Green is Running, amber Pending, red Unknown or Failed; red bars in the flow section are faults."
+	if len(r.NamedTargets) > 0 {
+		l += " A target is green while healthy, red while a fault holds it down, amber while it starts again and waits for its health check."
+	}
+	if r.End < ShortRun {
+		l += " Times are to the millisecond."
+	}
 	if s.Flaky {
 		l += " Only the instances a flaky expectation hit, and any other that failed, are drawn; those that ended Failed first."
 	} else if len(s.Rest) > 0 {

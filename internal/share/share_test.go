@@ -232,22 +232,23 @@ func TestShareStates(t *testing.T) {
 		{State: "Failed", Start: 95.3, End: 95.3},
 	}
 	text := BuildChart(r, []*runview.Instance{in}).String()
+	// A run under ShortRun is charted to the millisecond.
 	want := `  section w-0
-    Created :milestone, 00:03, 00:03
-    Running :active, 00:04, 00:20
-    Pending :done, 00:20, 00:22
-    Unknown :crit, 00:22, 00:30
-    Running :active, 00:30, 01:35
-    Failed :milestone, crit, 01:35, 01:35
+    Created :milestone, 00:03.200, 00:03.200
+    Running :active, 00:03.900, 00:20.000
+    Pending :done, 00:20.000, 00:22.400
+    Unknown :crit, 00:22.400, 00:30.000
+    Running :active, 00:30.000, 01:35.300
+    Failed :milestone, crit, 01:35.300, 01:35.300
 `
 	if !strings.HasSuffix(text, want) {
 		t.Errorf("got\n%s\nwant the section\n%s", text, want)
 	}
 	in.Segments[6].State = "Succeeded"
-	if text := BuildChart(r, []*runview.Instance{in}).String(); !strings.Contains(text, "    Succeeded :milestone, active, 01:35, 01:35\n") {
+	if text := BuildChart(r, []*runview.Instance{in}).String(); !strings.Contains(text, "    Succeeded :milestone, active, 01:35.300, 01:35.300\n") {
 		t.Errorf("succeeded:\n%s", text)
 	}
-	if !strings.HasPrefix(text, Init+"\ngantt\n  title many · 20261130T000000Z-0000 · FAIL\n  dateFormat mm:ss\n  axisFormat %M:%S\n  todayMarker off\n  section flow\n") {
+	if !strings.HasPrefix(text, Init+"\ngantt\n  title many · 20261130T000000Z-0000 · FAIL\n  dateFormat mm:ss.SSS\n  axisFormat %M:%S\n  todayMarker off\n  section flow\n") {
 		t.Errorf("header:\n%s", text)
 	}
 }
@@ -293,8 +294,8 @@ var (
 	// a task's name stops at ":", "#" or ";", its data at "#" or ";".
 	titleLine   = regexp.MustCompile(`^  title [^#;\n]+$`)
 	sectionLine = regexp.MustCompile(`^  section [^#:;\n]+$`)
-	taskLine    = regexp.MustCompile(`^    ([^:#;%\n]+) :((?:milestone, )?(?:active|done|crit)?(?:, )?)((?:\d\d:)?\d\d:\d\d), ((?:\d\d:)?\d\d:\d\d)$`)
-	clock       = regexp.MustCompile(`^(?:(\d\d):)?(\d\d):(\d\d)$`)
+	taskLine    = regexp.MustCompile(`^    ([^:#;%\n]+) :((?:milestone, )?(?:active|done|crit)?(?:, )?)((?:\d\d:)?\d\d:\d\d(?:\.\d{3})?), ((?:\d\d:)?\d\d:\d\d(?:\.\d{3})?)$`)
+	clock       = regexp.MustCompile(`^(?:(\d\d):)?(\d\d):(\d\d)(?:\.(\d{3}))?$`)
 )
 
 // validateMermaid checks a chart line by line against what Mermaid's Gantt
@@ -317,11 +318,13 @@ func validateMermaid(t *testing.T, text string) {
 	if !titleLine.MatchString(lines[2]) || strings.Count(lines[2], " · ") != 2 {
 		t.Errorf("title line: %q", lines[2])
 	}
-	long := false
+	res := Seconds
 	switch lines[3] + "\n" + lines[4] {
 	case "  dateFormat mm:ss\n  axisFormat %M:%S":
+	case "  dateFormat mm:ss.SSS\n  axisFormat %M:%S", "  dateFormat mm:ss.SSS\n  axisFormat %M:%S.%L":
+		res = Millis
 	case "  dateFormat HH:mm:ss\n  axisFormat %H:%M:%S":
-		long = true
+		res = Hours
 	default:
 		t.Errorf("date and axis formats: %q %q", lines[3], lines[4])
 	}
@@ -345,11 +348,12 @@ func validateMermaid(t *testing.T, text string) {
 		if keyword.MatchString(name) || strings.TrimSpace(name) != name {
 			t.Errorf("line %d: task name %q reads as a statement or has stray spaces", n, name)
 		}
-		if tags == "milestone" && name != "Created" {
-			// Only Created is a bare milestone.
+		if tags == "milestone" && name != "Created" && name != "Stopped" {
+			// Only Created (an instance) and Stopped (a target) are bare
+			// milestones.
 			t.Errorf("line %d: bare milestone %q", n, l)
 		}
-		start, end := parseClock(t, n, m[3], long), parseClock(t, n, m[4], long)
+		start, end := parseClock(t, n, m[3], res), parseClock(t, n, m[4], res)
 		if end < start {
 			t.Errorf("line %d: ends before it starts: %q", n, l)
 		}
@@ -359,10 +363,12 @@ func validateMermaid(t *testing.T, text string) {
 	}
 }
 
-func parseClock(t *testing.T, line int, s string, long bool) int {
+// parseClock reads a time in milliseconds, checking it has the form of the
+// chart's dateFormat.
+func parseClock(t *testing.T, line int, s string, res Resolution) int {
 	t.Helper()
 	m := clock.FindStringSubmatch(s)
-	if m == nil || (m[1] != "") != long {
+	if m == nil || (m[1] != "") != (res == Hours) || (m[4] != "") != (res == Millis) {
 		t.Errorf("line %d: time %q does not match the dateFormat", line, s)
 		return 0
 	}
@@ -373,7 +379,8 @@ func parseClock(t *testing.T, line int, s string, long bool) int {
 	if min > 59 || sec > 59 || h > 23 {
 		t.Errorf("line %d: time %q is not a valid clock time", line, s)
 	}
-	return h*3600 + min*60 + sec
+	ms, _ := strconv.Atoi(m[4])
+	return (h*3600+min*60+sec)*1000 + ms
 }
 
 // diffLines shows the first lines that differ.
@@ -411,7 +418,7 @@ func TestShareSeedRun(t *testing.T) {
 	page := string(Page(r, Options{MaxInstances: DefaultMaxInstances}))
 	for _, want := range []string{
 		"  title gateway-kill-keeps-state · 20261029T120842Z-3b2c · XFAIL\n",
-		"    gateway-down :crit, 00:23, 00:41\n",
+		"    gateway-down :crit, 00:22.861, 00:41.038\n",
 		"  section counter-0\n",
 		"  section fresh-sandbox-0\n",
 		"| `counter-0/exited-ok` | xfail | NVIDIA/OpenShell#4910 (known) | no exit code recorded |\n",
@@ -474,5 +481,52 @@ func TestShareFlakyKeepsOtherFailures(t *testing.T) {
 	}
 	if got := sel.Summary(); got != "and 3 more instances, which the flaky expectation did not hit (all Succeeded): w-0, w-2, w-4" {
 		t.Errorf("summary %q", got)
+	}
+}
+
+// A short run is charted to the millisecond: a crash 28 ms after a 500 ms
+// delay ends is drawn after the delay, not in the second it ended. Longer
+// runs keep whole seconds.
+func TestShareMilliseconds(t *testing.T) {
+	r := synthetic(1, 3)
+	r.Nodes = []runview.Bar{
+		{Node: "flow.serial[0]", Kind: "delay", Label: "delay 500ms", Start: 0, End: 0.5},
+	}
+	r.Operations = []runview.OpRun{{Name: "crash", Uses: "kill", Run: 1, Start: 0.528, End: 0.53}}
+	text := BuildChart(r, nil).String()
+	for _, want := range []string{"  dateFormat mm:ss.SSS\n  axisFormat %M:%S.%L\n", "    delay 500ms :00:00.000, 00:00.500\n", "    crash :crit, 00:00.528, 00:00.530\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("chart lacks %q:\n%s", want, text)
+		}
+	}
+	validateMermaid(t, text)
+	for span, format := range map[float64]string{599: "mm:ss.SSS", 600: "mm:ss", 3599: "mm:ss", 3600: "HH:mm:ss"} {
+		r := synthetic(1, span)
+		if text := BuildChart(r, nil).String(); !strings.Contains(text, "  dateFormat "+format+"\n") {
+			t.Errorf("a run of %vs: %s", span, text)
+		}
+	}
+}
+
+// Named targets get a section each: healthy, held down, starting again,
+// healthy, stopped.
+func TestShareTargets(t *testing.T) {
+	r, err := runview.Load("../runview/testdata/format-2/gateway-kill-keeps-state/20261201T045603Z-5f56")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(Page(r, Options{}))
+	want := `  section target gateway
+    Healthy :active, 00:00.155, 00:01.181
+    Down :crit, 00:01.181, 00:03.181
+    Starting :done, 00:03.181, 00:03.352
+    Healthy :active, 00:03.352, 00:06.197
+    Stopped :milestone, 00:06.197, 00:06.197
+`
+	if !strings.Contains(page, want) {
+		t.Errorf("page lacks the gateway's section:\n%s", page)
+	}
+	for _, block := range mermaidBlocks(t, page) {
+		validateMermaid(t, block)
 	}
 }

@@ -40,6 +40,10 @@ type Spec struct {
 	// CgroupName names the cgroup leaf the script starts in when the
 	// runner's supervisor uses cgroups (see proc.CgroupName).
 	CgroupName string
+	// Prefix, when set, is a command the script's /bin/sh runs under (it
+	// must exec what follows it): nsenter --net=NS -- for a hook that
+	// starts a target in a network namespace of its own.
+	Prefix []string
 	// OnStart, when set and the runner has a supervisor, is called with
 	// the script's process the moment it has started: what the script
 	// starts in the background stays in that process's cgroup
@@ -98,7 +102,8 @@ func (r Runner) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	cmd := exec.Command("/bin/sh", "-c", spec.Script)
+	argv := append(append([]string{}, spec.Prefix...), "/bin/sh", "-c", spec.Script)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
 	cmd.Env = spec.Env
 	cmd.Stdin = spec.Stdin

@@ -32,6 +32,53 @@ type Entry struct {
 	Harness    string            `json:"harness,omitempty"`
 	Started    string            `json:"started,omitempty"`
 	Flaky      []rundir.FlakyHit `json:"flaky,omitempty"`
+	// Checks tallies each check, by its reference (workload/check,
+	// experiment/check, adapter/check): on how many instances it decided
+	// (of) and on how many of those it did not hold (hit), whatever an
+	// expectation says. Checks that errored or were inconclusive decided
+	// nothing and are not counted, nor are preflight checks (they say
+	// whether the system was there, not how it behaved).
+	Checks map[string]Tally `json:"checks,omitempty"`
+	// Seconds is the run's duration, from its start to its verdict.
+	Seconds float64 `json:"seconds,omitempty"`
+}
+
+// Tally is one check's hits of its chances in one run.
+type Tally struct {
+	Hit int `json:"hit"`
+	Of  int `json:"of"`
+}
+
+// CheckRef is a check result's reference across instances:
+// <workload>/<check> for a workload's check, <scope>/<check> otherwise.
+func CheckRef(c rundir.CheckResult) string {
+	if c.Scope == rundir.ScopeWorkload && c.Workload != "" {
+		return c.Workload + "/" + c.Check
+	}
+	if c.Scope != "" && c.Check != "" {
+		return c.Scope + "/" + c.Check
+	}
+	return c.ID
+}
+
+// Tallies counts a verdict's decided checks by reference.
+func Tallies(v *rundir.Verdict) map[string]Tally {
+	var out map[string]Tally
+	for _, c := range v.Checks {
+		if c.Result == rundir.ResultError || c.Result == rundir.ResultInconclusive || c.Scope == rundir.ScopePreflight {
+			continue
+		}
+		if out == nil {
+			out = map[string]Tally{}
+		}
+		t := out[CheckRef(c)]
+		t.Of++
+		if !c.OK {
+			t.Hit++
+		}
+		out[CheckRef(c)] = t
+	}
+	return out
 }
 
 // Read makes the ledger entry of one run directory.
@@ -42,7 +89,7 @@ func Read(root string) (Entry, error) {
 	if err := d.ReadJSONFile("verdict.json", &v); err != nil {
 		return Entry{}, err
 	}
-	e := Entry{RunID: v.RunID, Dir: root, Experiment: v.Experiment.ID, Version: v.Experiment.Version, SHA256: v.Experiment.SHA256, Adapter: v.Adapter.ID, Verdict: v.Verdict, Flaky: v.Flaky}
+	e := Entry{RunID: v.RunID, Dir: root, Experiment: v.Experiment.ID, Version: v.Experiment.Version, SHA256: v.Experiment.SHA256, Adapter: v.Adapter.ID, Verdict: v.Verdict, Flaky: v.Flaky, Checks: Tallies(&v)}
 	var m rundir.Manifest
 	if d.ReadJSONFile("manifest.json", &m) == nil {
 		e.Seed, e.Harness = m.Seed, m.Harness.Version
@@ -51,6 +98,9 @@ func Read(root string) (Entry, error) {
 		}
 		if !m.Started.IsZero() {
 			e.Started = m.Started.UTC().Format("2006-01-02T15:04:05Z")
+			if !v.Evaluated.IsZero() && v.Evaluated.After(m.Started) {
+				e.Seconds = math.Round(v.Evaluated.Sub(m.Started).Seconds()*1000) / 1000
+			}
 		}
 		if m.Git != nil {
 			e.Git = m.Git.SHA

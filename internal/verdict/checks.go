@@ -249,6 +249,11 @@ func (ev *evaluator) exitCodeCheck(out, inst string, c *experiment.Check) outcom
 	text := strings.TrimSpace(string(data))
 	if text == "" {
 		detail := "no exit code recorded"
+		if _, timedOut := ev.timeouts[inst]; timedOut {
+			// The next line says how it ended.
+		} else if how := ev.howItEnded(inst); how != "" {
+			detail += ": " + how
+		}
 		if t, ok := ev.timeouts[inst]; ok {
 			if t != "" {
 				detail += fmt.Sprintf("\nthe instance timed out after %s and was stopped", t)
@@ -344,7 +349,7 @@ func (ev *evaluator) eventCheck(c *experiment.Check, inst string) outcome {
 		}
 		all := true
 		for _, k := range keys {
-			if e.String(k) != c.Where[k] {
+			if !whereMatches(e, k, c.Where[k]) {
 				all = false
 				break
 			}
@@ -409,4 +414,36 @@ func (ev *evaluator) eventCheck(c *experiment.Check, inst string) outcome {
 		list("found", matched)
 	}
 	return outcome{detail: b.String()}
+}
+
+// whereMatches compares one field of an event with a where value, as text.
+// An operation's target is compared in the manifests' words, whichever form
+// the run recorded it in: where: {target: gateway} matches "gateway" (run
+// directory format 1) and {"name": "gateway"} (format 2), and
+// where: {target: "{workload: counter}"} matches both forms of that target.
+func whereMatches(e *rundir.Event, key, want string) bool {
+	if key != "target" {
+		return e.String(key) == want
+	}
+	return canonicalTarget(rundir.TargetText(e.Get(key))) == canonicalTarget(want)
+}
+
+// canonicalTarget writes a target given as text ("{workload: counter}",
+// "{workload:counter, role: r}", `{"workload": "counter"}`) as TargetText
+// does.
+func canonicalTarget(s string) string {
+	t := strings.TrimSpace(s)
+	if !strings.HasPrefix(t, "{") || !strings.HasSuffix(t, "}") {
+		return t
+	}
+	obj := map[string]any{}
+	for _, part := range strings.Split(t[1:len(t)-1], ",") {
+		k, v, ok := strings.Cut(part, ":")
+		if !ok {
+			return t
+		}
+		unquote := func(x string) string { return strings.Trim(strings.TrimSpace(x), `"'`) }
+		obj[unquote(k)] = unquote(v)
+	}
+	return rundir.TargetText(obj)
 }

@@ -42,22 +42,71 @@ func Label(r *rundir.CheckResult) string {
 	return strings.ToUpper(r.Result)
 }
 
+// PrintOptions shape the check block.
+type PrintOptions struct {
+	// Color marks labels, errors, warnings and the verdict with ANSI
+	// colours; only for a terminal that wants them.
+	Color bool
+	// Verbose prints the detail of every check, passed ones too, and all
+	// of it (not only the last MaxDetailLines lines).
+	Verbose bool
+}
+
+// ANSI colours of the check block.
+const (
+	ansiReset   = "\033[0m"
+	ansiGreen   = "\033[32m"
+	ansiYellow  = "\033[33m"
+	ansiCyan    = "\033[36m"
+	ansiRed     = "\033[1;31m"
+	ansiMagenta = "\033[1;35m"
+	ansiBold    = "\033[1m"
+)
+
+// labelColor is the colour of a check label or verdict.
+func labelColor(label string) string {
+	switch label {
+	case "ok", rundir.VerdictPass:
+		return ansiGreen
+	case "xfail", "flaky", rundir.VerdictXFail:
+		return ansiYellow
+	case "FAIL", "XPASS":
+		return ansiRed
+	case "ERROR":
+		return ansiMagenta
+	case "INCONCLUSIVE":
+		return ansiCyan
+	}
+	return ""
+}
+
+func paint(on bool, color, s string) string {
+	if !on || color == "" {
+		return s
+	}
+	return color + s + ansiReset
+}
+
 // Print writes the check block: one line per check, the detail of checks
 // that did not pass, the harness errors, then the verdict line.
-func Print(w io.Writer, v *rundir.Verdict) {
+func Print(w io.Writer, v *rundir.Verdict) { PrintWith(w, v, PrintOptions{}) }
+
+// PrintWith writes the check block with options.
+func PrintWith(w io.Writer, v *rundir.Verdict, o PrintOptions) {
 	shown := map[string]bool{}
 	for i := range v.Checks {
 		r := &v.Checks[i]
-		line := fmt.Sprintf("  %-5s %s", Label(r), r.ID)
+		label := Label(r)
+		line := "  " + paint(o.Color, labelColor(label), fmt.Sprintf("%-5s", label)) + " " + r.ID
 		if r.Expectation != nil && (r.Result == rundir.ResultXFail || r.Result == rundir.ResultXPass) {
 			line += fmt.Sprintf(" (%s: %s)", r.Expectation.Kind, r.Expectation.Issue)
 		}
 		fmt.Fprintln(w, line)
-		switch r.Result {
-		case rundir.ResultFail, rundir.ResultXFail, rundir.ResultError, rundir.ResultInconclusive:
-			printDetail(w, v, r.Detail)
+		switch {
+		case o.Verbose, r.Result == rundir.ResultFail, r.Result == rundir.ResultXFail, r.Result == rundir.ResultError, r.Result == rundir.ResultInconclusive:
+			printDetail(w, v, r.Detail, o.Verbose)
 			if r.Artifact != "" {
-				printDetail(w, v, "counter-example: "+r.Artifact)
+				printDetail(w, v, "counter-example: "+r.Artifact, o.Verbose)
 			}
 		}
 		if r.Result == rundir.ResultError {
@@ -68,24 +117,24 @@ func Print(w io.Writer, v *rundir.Verdict) {
 		fmt.Fprintf(w, "  n/a: %s\n", reason)
 	}
 	for _, wn := range v.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", wn)
+		fmt.Fprintf(w, "  %s %s\n", paint(o.Color, ansiYellow, "warning:"), wn)
 	}
 	for _, e := range v.Errors {
 		if p, _, ok := strings.Cut(e, ": "); ok && shown[p+": "] {
 			continue // the check's own line already says it
 		}
-		fmt.Fprintf(w, "  error: %s\n", e)
+		fmt.Fprintf(w, "  %s %s\n", paint(o.Color, ansiRed, "error:"), e)
 	}
-	fmt.Fprintln(w, v.Verdict)
+	fmt.Fprintln(w, paint(o.Color, ansiBold+labelColor(v.Verdict), v.Verdict))
 }
 
-func printDetail(w io.Writer, v *rundir.Verdict, detail string) {
+func printDetail(w io.Writer, v *rundir.Verdict, detail string, all bool) {
 	detail = strings.TrimRight(strings.ReplaceAll(detail, "\r\n", "\n"), " \t\n")
 	if detail == "" {
 		return
 	}
 	lines := strings.Split(detail, "\n")
-	if cut := len(lines) - MaxDetailLines; cut > 0 {
+	if cut := len(lines) - MaxDetailLines; cut > 0 && !all {
 		where := "verdict.json"
 		if v.By == ByEvaluate {
 			where = "the evaluation file"
@@ -159,3 +208,6 @@ func isHex(s string) bool {
 	}
 	return true
 }
+
+// Colorize wraps text in the colour of a check label or verdict.
+func Colorize(label, text string) string { return paint(true, labelColor(label), text) }

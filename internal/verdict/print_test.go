@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -166,3 +167,37 @@ func indentLines(lines []string) string {
 	}
 	return b.String()
 }
+
+// Colours mark the labels, errors and the verdict, and change nothing else;
+// verbose prints every detail, whole.
+func TestPrintWithColorAndVerbose(t *testing.T) {
+	long := strings.Repeat("line\n", verdict.MaxDetailLines+5)
+	v := &rundir.Verdict{Verdict: rundir.VerdictFail, Errors: []string{"boom"}, Warnings: []string{"hm"}, Checks: []rundir.CheckResult{
+		{ID: "a-0/ok", Result: rundir.ResultOK, OK: true, Detail: "exit code 0"},
+		{ID: "a-0/bad", Result: rundir.ResultFail, Detail: long},
+		{ID: "a-0/known", Result: rundir.ResultXFail, Detail: "x", Expectation: &rundir.ExpectationRef{Issue: "o/r#1", Kind: "known"}},
+	}}
+	var plain, color, verbose strings.Builder
+	verdict.Print(&plain, v)
+	verdict.PrintWith(&color, v, verdict.PrintOptions{Color: true})
+	verdict.PrintWith(&verbose, v, verdict.PrintOptions{Verbose: true})
+	c := color.String()
+	for _, want := range []string{"  \033[32mok   \033[0m a-0/ok\n", "  \033[1;31mFAIL \033[0m a-0/bad\n", "  \033[33mxfail\033[0m a-0/known (known: o/r#1)\n",
+		"  \033[1;31merror:\033[0m boom\n", "  \033[33mwarning:\033[0m hm\n", "\033[1m\033[1;31mFAIL\033[0m\n"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("coloured block lacks %q:\n%q", want, c)
+		}
+	}
+	if stripped := regexpANSI.ReplaceAllString(c, ""); stripped != plain.String() {
+		t.Errorf("colours changed the text:\n%s\nwant\n%s", stripped, plain.String())
+	}
+	if strings.Contains(plain.String(), "\033") || strings.Contains(plain.String(), "exit code 0") || !strings.Contains(plain.String(), "(5 earlier lines in verdict.json)") {
+		t.Errorf("plain block:\n%s", plain.String())
+	}
+	vb := verbose.String()
+	if !strings.Contains(vb, "  ok    a-0/ok\n          exit code 0\n") || strings.Contains(vb, "earlier lines") || strings.Count(vb, "          line\n") != verdict.MaxDetailLines+5 {
+		t.Errorf("verbose block:\n%s", vb)
+	}
+}
+
+var regexpANSI = regexp.MustCompile("\033\\[[0-9;]*m")

@@ -8,7 +8,7 @@
 //   - timeline.jsonl: run.started (run_id), check.finished with scope
 //     preflight (preflight checks are never re-run; their recorded outcome is
 //     reused), instance.created (which instances exist, in order),
-//     instance.timeout, run.error, run.aborted, run.na, flow.skipped and
+//     instance.timeout, run.error, run.warning, run.aborted, run.na, flow.skipped and
 //     run.finished;
 //   - workloads/<w>/instances/<i>/output/.chaos/exit_code for exit-code
 //     checks, and whatever shell checks read.
@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -249,6 +250,10 @@ func (ev *evaluator) scan() {
 			ev.na = append(ev.na, stringList(e.Get("reasons"))...)
 			if r := e.String("reason"); r != "" {
 				ev.na = append(ev.na, r)
+			}
+		case "run.warning":
+			if w := e.String("warning"); w != "" && !slices.Contains(ev.v.Warnings, w) {
+				ev.v.Warnings = append(ev.v.Warnings, w)
 			}
 		case "run.error":
 			msg := e.String("error")

@@ -774,3 +774,36 @@ func ExamplePrint() {
 	// ERROR
 	// /runs/hello-world/x
 }
+
+// An operation's target is recorded as an object since run directory format
+// 2, as text before; where: {target: ...} matches both, in the manifests'
+// words.
+func TestEvaluateWhereTargetBothForms(t *testing.T) {
+	build := func(r *vt.Run) {
+		bothOK(r)
+		r.Event("operation.started", "operation", "gateway-down", "uses", "cut", "run", 1, "target", "gateway")
+		r.Event("operation.started", "operation", "gateway-down", "uses", "cut", "run", 2, "target", map[string]string{"name": "gateway"})
+		r.Event("operation.started", "operation", "gateway-up", "uses", "cut", "run", 1, "target", "{workload: counter}")
+		r.Event("operation.started", "operation", "gateway-up", "uses", "cut", "run", 2, "target", map[string]string{"workload": "counter"})
+		r.Event("operation.started", "operation", "gateway-up", "uses", "cut", "run", 3, "target", map[string]string{"workload": "counter", "role": "sidecar"})
+	}
+	for _, c := range []struct {
+		where string
+		want  int
+	}{
+		{`{target: gateway}`, 2},
+		{`{target: "{workload: counter}"}`, 2},
+		{`{target: "{workload:counter}"}`, 2},
+		{`{target: "{workload: counter, role: sidecar}"}`, 1},
+		{`{target: '{"workload": "counter"}'}`, 2},
+	} {
+		ec := evalCase{build: build, top: "operations:\n  - {name: gateway-down, uses: cut}\n  - {name: gateway-up, uses: cut}\n" +
+			"checks:\n  - name: e\n    kind: event\n    event: operation.started\n    where: " + c.where + fmt.Sprintf("\n    min: %d\n    max: %d\n", c.want, c.want)}
+		v := runCase(t, ec)
+		for _, r := range v.Checks {
+			if r.ID == "experiment/e" && r.Result != "ok" {
+				t.Errorf("where %s: %s (%s)", c.where, r.Result, r.Detail)
+			}
+		}
+	}
+}

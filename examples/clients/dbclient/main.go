@@ -9,6 +9,7 @@
 //	chaos-dbclient add   -db redis|etcd|postgres [-addr A] [-for 60s]
 //	chaos-dbclient read  -db redis|etcd|postgres [-addr A] [-for 30s]
 //	chaos-dbclient ping  -db redis|etcd|postgres [-addr A]
+//	chaos-dbclient register -db etcd [-addr A] [-member NAME] [-keys 3] [-serializable] [-for 60s]
 //	chaos-dbclient front -listen ADDR -upstream URL [-delay 500ms]
 //	chaos-dbclient freeport [-n N]
 //
@@ -33,9 +34,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,6 +59,8 @@ func main() {
 		err = cmdRead(os.Args[2:])
 	case "ping":
 		err = cmdPing(os.Args[2:])
+	case "register":
+		err = cmdRegister(os.Args[2:])
 	case "front":
 		err = cmdFront(os.Args[2:])
 	case "freeport":
@@ -70,7 +75,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: chaos-dbclient add|read|ping|front|freeport [flags]")
+	fmt.Fprintln(os.Stderr, "usage: chaos-dbclient add|read|ping|register|front|freeport [flags]")
 	os.Exit(2)
 }
 
@@ -525,6 +530,119 @@ func (d *etcdDB) Read(ctx context.Context) ([]int64, error) {
 		res = append(res, n)
 	}
 	return res, nil
+}
+
+// cmdRegister reads and writes a few etcd keys, one operation at a time,
+// each a read or a write of a unique value, chosen at random, until the
+// stop file appears or -for has passed, and logs each to the history for
+// the linearizable check's kv model: read [key, null] -> [key, value],
+// write [key, value]. With -serializable the reads are etcd's serializable
+// ones: the member answers from its own copy, without asking the leader,
+// so a member cut off from the majority serves what it had (a weakness on
+// purpose). It defaults to ETCD_READS=serializable, for the client of a
+// member ETCD_SERIALIZABLE_MEMBERS lists (comma-separated names; every
+// member when it is empty), the member named by -member.
+func cmdRegister(args []string) error {
+	c, fs := flags("register", args, 60*time.Second)
+	keys := fs.Int("keys", 3, "how many keys")
+	member := fs.String("member", "", "the name of the member -addr reaches")
+	serializable := fs.Bool("serializable", false, "serializable reads (default: linearizable, or ETCD_READS and ETCD_SERIALIZABLE_MEMBERS)")
+	pause := fs.Duration("pause", 10*time.Millisecond, "pause between operations")
+	fs.Parse(args)
+	if c.db != "etcd" {
+		return fmt.Errorf("register speaks etcd only, not %q", c.db)
+	}
+	if os.Getenv("ETCD_READS") == "serializable" {
+		only := strings.Split(os.Getenv("ETCD_SERIALIZABLE_MEMBERS"), ",")
+		*serializable = *serializable || os.Getenv("ETCD_SERIALIZABLE_MEMBERS") == "" || slices.Contains(only, *member)
+	}
+	addr, err := resolveAddr(c.addr)
+	if err != nil {
+		return err
+	}
+	d := newEtcd(addr)
+	defer d.Close()
+	h, err := openHistory()
+	if err != nil {
+		return err
+	}
+	idx, _ := strconv.ParseInt(os.Getenv("CHAOS_INSTANCE_INDEX"), 10, 64)
+	seed, _ := strconv.ParseInt(os.Getenv("CHAOS_SEED"), 10, 64)
+	rng := rand.New(rand.NewSource(seed + idx))
+	start := time.Now()
+	counts := map[string]int{}
+	for i := int64(1); !stopRequested() && time.Since(start) < c.limit; i++ {
+		key := "r" + strconv.Itoa(rng.Intn(*keys))
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+		var typ string
+		if rng.Intn(2) == 0 {
+			h.log("invoke", "read", []any{key, nil}, "")
+			v, err := d.get(ctx, key, *serializable)
+			typ = outcome(err)
+			if err == nil {
+				h.log("ok", "read", []any{key, v}, "")
+			} else {
+				h.log(typ, "read", []any{key, nil}, err.Error())
+			}
+		} else {
+			v := (idx+1)*1_000_000 + i
+			h.log("invoke", "write", []any{key, v}, "")
+			err := d.put(ctx, key, v)
+			typ = outcome(err)
+			if err == nil {
+				h.log("ok", "write", []any{key, v}, "")
+			} else {
+				h.log(typ, "write", []any{key, v}, err.Error())
+			}
+		}
+		cancel()
+		counts[typ]++
+		if typ != "ok" {
+			d.Close()
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(*pause)
+	}
+	fmt.Printf("register on %s (serializable reads: %v): ok %d, fail %d, info %d\n", addr, *serializable, counts["ok"], counts["fail"], counts["info"])
+	return nil
+}
+
+// outcome is an operation's history type for its error.
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case isDefinite(err):
+		return "fail"
+	}
+	return "info"
+}
+
+const etcdRegPrefix = "/chaos/reg/"
+
+// get reads one key; nil when it is absent.
+func (d *etcdDB) get(ctx context.Context, key string, serializable bool) (any, error) {
+	var out struct {
+		Kvs []struct {
+			Value string `json:"value"`
+		} `json:"kvs"`
+	}
+	if err := d.post(ctx, "/v3/kv/range", map[string]any{"key": b64(etcdRegPrefix + key), "serializable": serializable}, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Kvs) == 0 {
+		return nil, nil
+	}
+	v, err := base64.StdEncoding.DecodeString(out.Kvs[0].Value)
+	if err != nil {
+		return nil, err
+	}
+	return strconv.ParseInt(string(v), 10, 64)
+}
+
+// put writes one key.
+func (d *etcdDB) put(ctx context.Context, key string, v int64) error {
+	return d.post(ctx, "/v3/kv/put", map[string]string{"key": b64(etcdRegPrefix + key), "value": b64(strconv.FormatInt(v, 10))}, nil)
 }
 
 // cmdFront is a write-behind front for etcd: it acknowledges every put at

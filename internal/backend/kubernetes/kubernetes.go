@@ -88,6 +88,13 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 		return err.Error()
 	}
 	never := o.restartPolicy == "Never"
+	if experiment.IsNetworkFault(fault) {
+		// network.go: the pod's namespace, from this machine.
+		if on == backend.OnRole && k == backend.Container {
+			return "the containers of a pod share its network namespace: a network fault there acts on the whole pod; aim it at the instance"
+		}
+		return ""
+	}
 	switch {
 	case fault == experiment.FaultFreeze:
 		return "a pod has no freeze"

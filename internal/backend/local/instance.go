@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -36,6 +35,9 @@ type instance struct {
 	done  chan struct{}
 	// exited is closed when the current incarnation's process exits.
 	exited chan struct{}
+	// member is the instance's network namespace, when the adapter asks
+	// for one (netns.go).
+	member *netMember
 }
 
 func (in *instance) start() error {
@@ -43,7 +45,7 @@ func (in *instance) start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("/bin/sh", in.spec.Wrapper)
+	cmd := in.command()
 	cmd.Dir = in.spec.OutputDir
 	cmd.Env = in.spec.Env
 	cmd.Stdout, cmd.Stderr = log, log

@@ -21,6 +21,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -39,11 +40,13 @@ func init() {
 		Targets:   []backend.Kind{backend.Process},
 		Shared:    []backend.Kind{backend.Process},
 		Always:    true,
-		Open: func(ctx context.Context, run *backend.Run) (backend.Backend, error) {
-			return New(run), nil
-		},
-		Cleanup:  cleanup,
-		Adapters: map[string][]byte{"local.yaml": builtinAdapter},
+		// Network faults: netns.go.
+		Support:       support,
+		TargetSupport: targetSupport,
+		Check:         check,
+		Open:          open,
+		Cleanup:       cleanup,
+		Adapters:      map[string][]byte{"local.yaml": builtinAdapter},
 	})
 }
 
@@ -57,6 +60,9 @@ type Backend struct {
 	// leaked lists processes found outliving their instance's script when
 	// it was deleted (and killed then), for system/leaked-processes.txt.
 	leaked []string
+	// net is the run's own network, when the adapter asks for one
+	// (netns.go).
+	net *localNet
 }
 
 // New returns a local backend for run.
@@ -73,7 +79,11 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	}
 	in := &instance{sup: b.run.Sup, spec: spec, done: make(chan struct{}), leaked: b.noteLeaked}
 	spec.OnState(backend.Created, "")
-	if err := in.start(); err != nil {
+	err := b.joinNetwork(ctx, in)
+	if err == nil {
+		err = in.start()
+	}
+	if err != nil {
 		spec.OnState(backend.Failed, "StartFailed")
 		close(in.done)
 		return nil, err
@@ -81,8 +91,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	return in, nil
 }
 
-// Close does nothing; the supervisor is the engine's.
-func (b *Backend) Close() error { return nil }
+// Close lets go of the run's network, if it has one; the supervisor is
+// the engine's.
+func (b *Backend) Close() error { return b.closeNetwork() }
 
 // noteLeaked keeps what of an ended instance was still running when it was
 // deleted, described as leaked-processes.txt has it, and records
@@ -116,7 +127,7 @@ func (b *Backend) Preflight(ctx context.Context) []backend.Check {
 	} else {
 		detail += "every process of the run in its own process group, with the run's marker (cgroup v2 not used: " + m.Reason + ")"
 	}
-	return []backend.Check{{Name: "processes", OK: true, Detail: detail}}
+	return append([]backend.Check{{Name: "processes", OK: true, Detail: detail}}, b.networkChecks()...)
 }
 
 func hasProcessTargets(a *adapter.Adapter) bool {
@@ -193,6 +204,13 @@ func (b *Backend) sortedTargets() []*target {
 func cleanup(ctx context.Context, c backend.Cleanup) error {
 	runID, dryRun, found := c.RunID, c.DryRun, c.Found
 	var errs []string
+	// Network rules first, while the processes that are in the namespaces
+	// the run made still hold them: each rule the run's journal says is
+	// still applied is removed (a namespace no process is in is gone, and
+	// its rules with it).
+	if err := netfault.Cleanup(ctx, "", runID, dryRun, found); err != nil {
+		errs = append(errs, "network rules: "+err.Error())
+	}
 	if err := cleanupCgroups(ctx, runID, dryRun, found); err != nil {
 		errs = append(errs, err.Error())
 	}

@@ -116,6 +116,7 @@ func (t *target) logWriter() *os.File {
 func (t *target) runHook(ctx context.Context, which, script string) (*shell.Result, error) {
 	h := backend.TargetHook{Target: t.name, Owned: t.owned(), Which: which, Script: script, Env: []string{"CHAOS_PID_FILE=" + t.pidFile()}}
 	if which == "start" && t.owned() {
+		h.Prefix = t.b.netPrefix(t.name)
 		h.OnStart = func(p *proc.Process) {
 			t.mu.Lock()
 			t.starter = p
@@ -310,7 +311,7 @@ func (t *target) Up(ctx context.Context) error {
 		return fmt.Errorf("target %s has no start hook, so it cannot be started again", t.name)
 	}
 	t.mu.Lock()
-	old, prev := t.downPid, t.starting
+	old, prev, before := t.downPid, t.starting, t.starter
 	t.mu.Unlock()
 	// A start hook an earlier Up launched (a crash loop killed what it
 	// started) finishes first: two start hooks never race.
@@ -331,9 +332,20 @@ func (t *target) Up(ctx context.Context) error {
 	}()
 	deadline := time.Now().Add(t.healthTimeout())
 	hookDone := false
+	// The new start hook's process, once the runner has it: in cgroup
+	// mode its cgroup is the target's, so a Down right after this Up (a
+	// crash loop's) must find it there.
+	started := func() bool {
+		if !t.owned() {
+			return true
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return t.starter != before
+	}
 	for {
 		p, err := t.livePid()
-		if err == nil && p != old {
+		if err == nil && p != old && started() {
 			return nil
 		}
 		if !hookDone {

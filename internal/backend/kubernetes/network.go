@@ -1,0 +1,135 @@
+package kubernetes
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+)
+
+// The network faults act on a pod's network namespace (its sandbox's, which
+// every container of the pod shares), found from the host: the host pid of
+// one of the pod's running containers, by the container id in its cgroup
+// path (/proc/<pid>/cgroup names it with containerd, CRI-O and the cgroupfs
+// or systemd drivers alike), then /proc/<pid>/ns/net. That needs the pod
+// to run on this machine; on another node Network fails, saying so. The
+// pod's IPs are its addresses, and the namespace must hold them.
+
+// podNet is the network of pod name.
+func (b *Backend) podNet(ctx context.Context, name string) (backend.Net, error) {
+	if b.err != nil {
+		return backend.Net{}, b.err
+	}
+	p, err := b.podOf(ctx, name)
+	if err != nil {
+		return backend.Net{}, err
+	}
+	if p.Spec.HostNetwork {
+		return backend.Net{}, fmt.Errorf("pod %s: %w: it uses the node's network (hostNetwork), which the harness never changes", name, backend.ErrUnsupported)
+	}
+	var addrs []netip.Addr
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	var ids []string
+	for _, st := range append(append([]corev1.ContainerStatus{}, p.Status.ContainerStatuses...), p.Status.InitContainerStatuses...) {
+		if st.State.Running == nil || st.ContainerID == "" {
+			continue
+		}
+		_, id, _ := strings.Cut(st.ContainerID, "://")
+		if len(id) >= 12 {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return backend.Net{}, fmt.Errorf("pod %s has no running container, so no network namespace to find", name)
+	}
+	pid := hostPidOf(ids)
+	if pid == 0 {
+		return backend.Net{}, fmt.Errorf("pod %s runs on node %s: none of its containers is a process of this machine, and the harness changes only namespaces it can reach from the host", name, p.Spec.NodeName)
+	}
+	return backend.Net{NS: fmt.Sprintf("/proc/%d/ns/net", pid), Addrs: addrs, What: "pod " + name, Pid: pid}, nil
+}
+
+// hostPidOf returns a process of this machine in a container with one of
+// the ids, by the ids in /proc/<pid>/cgroup, or 0: the one that started
+// first (a container's first process, not one of the short-lived ones it
+// runs, which may be gone before its namespace is opened).
+func hostPidOf(ids []string) int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	best, bestStart := 0, uint64(0)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		f, err := os.Open("/proc/" + e.Name() + "/cgroup")
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		found := false
+		for sc.Scan() && !found {
+			for _, id := range ids {
+				if strings.Contains(sc.Text(), id) {
+					found = true
+					break
+				}
+			}
+		}
+		f.Close()
+		if !found {
+			continue
+		}
+		if st, err := startTime(pid); err == nil && (best == 0 || st < bestStart) {
+			best, bestStart = pid, st
+		}
+	}
+	return best
+}
+
+// startTime is when a process started (field 22 of /proc/<pid>/stat).
+func startTime(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("pid %d: short stat", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Network is the instance's pod's network.
+func (in *instance) Network(ctx context.Context) (backend.Net, error) {
+	return in.b.podNet(ctx, in.pod)
+}
+
+// Network is the pod's network.
+func (h *podHandle) Network(ctx context.Context) (backend.Net, error) {
+	pod, _ := h.current()
+	return h.b.podNet(ctx, pod)
+}

@@ -1,0 +1,303 @@
+// Package campaign runs one experiment many times, on one machine or spread
+// over a Kubernetes cluster, and looks at the runs together: how often each
+// check did not hold, with its confidence interval, and whether two
+// campaigns (or two groups of runs) differ.
+//
+// A campaign directory is a runs directory of its own:
+//
+//	<runs>/campaigns/<campaign-id>/
+//	  campaign.json              what ran, every run, the counts (rewritten after each run)
+//	  campaign.html              the campaign on one self-contained page
+//	  ledger.jsonl               one line per run, as <runs>/ledger.jsonl has it
+//	  <experiment-id>/<run-id>/  each run directory, as chaos run makes it
+//
+// so chaos stats, chaos report and every command that reads a run work on
+// what it holds, and each run also appends its line to <runs>/ledger.jsonl.
+package campaign
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/stats"
+)
+
+// FileName is the campaign's record in its directory.
+const FileName = "campaign.json"
+
+// PageName is the campaign's page in its directory.
+const PageName = "campaign.html"
+
+// Subdir is where campaigns go in a runs directory.
+const Subdir = "campaigns"
+
+// FormatVersion is the version of campaign.json.
+const FormatVersion = 1
+
+// States of a campaign.
+const (
+	StateRunning     = "running"
+	StateFinished    = "finished"    // every run asked for (--count, --for) ran
+	StateStopped     = "stopped"     // --until met
+	StateInterrupted = "interrupted" // a signal ended it
+)
+
+// File is campaign.json.
+type File struct {
+	Format int    `json:"format"`
+	ID     string `json:"campaign_id"`
+	// Label names what was tested, for people and for compare
+	// ("gateway @ 9f1cdb4ef + #4983"); empty when not given.
+	Label      string `json:"label,omitempty"`
+	Experiment struct {
+		ID      string `json:"id"`
+		Version int    `json:"version"`
+		Title   string `json:"title,omitempty"`
+		File    string `json:"file"`
+		SHA256  string `json:"sha256"`
+	} `json:"experiment"`
+	Adapter struct {
+		ID      string `json:"id"`
+		Backend string `json:"backend"`
+		File    string `json:"file"`
+		SHA256  string `json:"sha256"`
+	} `json:"adapter"`
+	// Build is what the runs were made with: the harness, and the commit of
+	// the Git work tree the experiment file is in.
+	Build Build `json:"build"`
+	// Seed is the campaign's seed; run i's seed is RunSeed(Seed, i).
+	Seed     uint64     `json:"seed"`
+	Settings Settings   `json:"settings"`
+	Host     string     `json:"host,omitempty"`
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
+	// Seconds is the campaign's wall time so far.
+	Seconds float64 `json:"seconds"`
+	State   string  `json:"state"`
+	// Stop says why the campaign ended: "300 runs", "--for 10m0s",
+	// "--until hit: run <id>", "interrupted (SIGINT)".
+	Stop string `json:"stop,omitempty"`
+	// Counts are the runs by verdict, and runs in all.
+	Counts map[string]int `json:"counts"`
+	// Hits is the run-level hit rate: of the runs that decided (PASS,
+	// XFAIL, FAIL), how many had a check that did not hold.
+	Hits     Rate  `json:"hits"`
+	ExitCode int   `json:"exit_code"`
+	Runs     []Run `json:"runs"`
+}
+
+// Build is what a campaign's runs were made with.
+type Build struct {
+	Harness string `json:"harness"`
+	Go      string `json:"go,omitempty"`
+	Git     string `json:"git,omitempty"`
+}
+
+// Settings are the campaign's flags.
+type Settings struct {
+	Count    int    `json:"count,omitempty"`
+	For      string `json:"for,omitempty"`
+	Parallel int    `json:"parallel"`
+	Until    string `json:"until,omitempty"`
+	Keep     string `json:"keep"`
+	Runner   string `json:"runner"`
+	// Command is the command line, starting with chaos.
+	Command []string `json:"command,omitempty"`
+}
+
+// Run is one run of a campaign: its ledger line and what the campaign
+// adds.
+type Run struct {
+	// Index is the run's place in the campaign (0, 1, ...): its seed is
+	// RunSeed(campaign seed, index).
+	Index int `json:"index"`
+	stats.Entry
+	// Path is the run directory relative to the campaign directory.
+	Path string `json:"path,omitempty"`
+	// Wall is the run's wall time as the campaign saw it, outputs
+	// (report.html, the ledger) included.
+	Wall float64 `json:"wall_seconds"`
+	// Offset is when the run started, in seconds from the campaign's start.
+	Offset float64 `json:"offset_seconds"`
+	// Hit: the run decided (PASS, XFAIL, FAIL) and a check did not hold.
+	Hit bool `json:"hit"`
+	// HitChecks are the ids of the checks that did not hold
+	// (counter-1/exited-ok).
+	HitChecks []string `json:"hit_checks,omitempty"`
+	Aborted   bool     `json:"aborted,omitempty"`
+	// Kept is false once --keep failed deleted the run directory.
+	Kept bool `json:"kept"`
+	// Error is a harness error that left no verdict.
+	Error string `json:"error,omitempty"`
+	// Where ran it: the Job's pod and node with the kubernetes runner.
+	Where string `json:"where,omitempty"`
+}
+
+// Rate is hits of chances with Wilson's 95% interval.
+type Rate struct {
+	Hit int     `json:"hit"`
+	Of  int     `json:"of"`
+	Lo  float64 `json:"lo"`
+	Hi  float64 `json:"hi"`
+}
+
+// Confidence is the level of every interval a campaign shows.
+const Confidence = 0.95
+
+// NewRate is hits of n with its Wilson interval at Confidence.
+func NewRate(hit, of int) Rate {
+	lo, hi := stats.Wilson(hit, of, stats.Z(Confidence))
+	return Rate{Hit: hit, Of: of, Lo: lo, Hi: hi}
+}
+
+// P is the rate's point estimate (NaN without chances).
+func (r Rate) P() float64 {
+	if r.Of == 0 {
+		return nan()
+	}
+	return float64(r.Hit) / float64(r.Of)
+}
+
+// String is "7 of 248 (2.8%, 95% CI 1.4%–5.7%)".
+func (r Rate) String() string {
+	if r.Of == 0 {
+		return "0 of 0"
+	}
+	return fmt.Sprintf("%d of %d (%s, 95%% CI %s–%s)", r.Hit, r.Of, stats.Percent(r.P()), stats.Percent(r.Lo), stats.Percent(r.Hi))
+}
+
+// Decided says whether a verdict tells something about the system: PASS,
+// XFAIL and FAIL do; ERROR (the harness broke), INCONCLUSIVE (the run did
+// not show what a check needs) and n/a do not, and such runs are no chance
+// of any check.
+func Decided(verdict string) bool {
+	switch verdict {
+	case rundir.VerdictPass, rundir.VerdictXFail, rundir.VerdictFail:
+		return true
+	}
+	return false
+}
+
+// NewID returns a campaign id: the UTC start time and four random hex
+// digits, as run ids are made.
+func NewID(now time.Time) string {
+	b := make([]byte, 2)
+	_, _ = rand.Read(b)
+	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}
+
+// RunSeed is the seed of run i of a campaign with seed s: SplitMix64 of
+// s and i, cut to 53 bits so it is exact as a JSON number. Every run gets
+// its own seed, and the same campaign seed gives the same seeds.
+func RunSeed(s uint64, i int) uint64 {
+	z := s + uint64(i+1)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return z >> 11
+}
+
+// Dir returns the directory of campaign id in runsDir.
+func Dir(runsDir, id string) string { return filepath.Join(runsDir, Subdir, id) }
+
+// IsDir says whether dir holds a campaign.json.
+func IsDir(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, FileName))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// Read reads a campaign directory's campaign.json.
+func Read(dir string) (*File, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a campaign directory: %v", dir, err)
+	}
+	defer root.Close()
+	f, err := root.Open(FileName)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a campaign directory: %v", dir, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > limits.MaxJSONLBytes {
+		return nil, fmt.Errorf("%s/%s: not a regular file of at most %d bytes", dir, FileName, limits.MaxJSONLBytes)
+	}
+	var c File
+	if err := json.NewDecoder(f).Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s/%s: %v", dir, FileName, err)
+	}
+	if c.ID == "" {
+		return nil, fmt.Errorf("%s/%s has no campaign_id", dir, FileName)
+	}
+	return &c, nil
+}
+
+// Write writes campaign.json into dir, atomically.
+func (c *File) Write(dir string) error {
+	return rundir.WriteJSON(filepath.Join(dir, FileName), c)
+}
+
+// Entries are the campaign's runs as ledger entries.
+func (c *File) Entries() []stats.Entry {
+	out := make([]stats.Entry, 0, len(c.Runs))
+	for _, r := range c.Runs {
+		out = append(out, r.Entry)
+	}
+	return out
+}
+
+// Name is how the campaign is called in tables: its label, else its id.
+func (c *File) Name() string {
+	if c.Label != "" {
+		return c.Label
+	}
+	return c.ID
+}
+
+// Find resolves a reference to a campaign: a campaign directory, or a
+// campaign id under runsDir/campaigns.
+func Find(ref, runsDir string) (string, error) {
+	if IsDir(ref) {
+		return ref, nil
+	}
+	if !strings.ContainsRune(ref, '/') {
+		if d := Dir(runsDir, ref); IsDir(d) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not a campaign directory (one with %s), nor a campaign id in %s", ref, FileName, filepath.Join(runsDir, Subdir))
+}
+
+// gitBuild is the commit of the work tree dir is in, as the ledger writes
+// it: 12 hex digits, +dirty with uncommitted changes; "" outside Git.
+func gitBuild(dir string) string {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	sha := strings.TrimSpace(string(out))
+	if len(sha) > 12 {
+		sha = sha[:12]
+	}
+	st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output()
+	if err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		sha += "+dirty"
+	}
+	return sha
+}
+
+// errNoVerdict marks a run that ended without a verdict.
+var errNoVerdict = errors.New("the run left no verdict")

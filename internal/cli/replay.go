@@ -1,0 +1,272 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/engine"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/manifest"
+	"github.com/chaos-harness/chaos/internal/progress"
+	"github.com/chaos-harness/chaos/internal/replay"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+func init() { extraCommands = append(extraCommands, newReplayCmd) }
+
+func newReplayCmd(s *streams) *cobra.Command {
+	var runsDir string
+	var force, useCopy, plain bool
+	cmd := &cobra.Command{
+		Annotations: signalsHandled(),
+		Use:         "replay RUN [--copy | --force] [--runs-dir DIR]",
+		Short:       "Run an experiment again as an earlier run did, and name every choice that came out differently",
+		Long: `Run the experiment of RUN again with the same experiment file, adapter,
+seed and flags (--settle, --otlp-grpc, --otlp-http, from the run's command
+line), as a new run, then compare its random choices with the original's:
+the instances each application of each operation chose, the jitters it
+drew, the delays its triggers drew. Every choice comes from the seed, the
+operation and the application's number, so a replay chooses the same
+unless what it chose from differed (an instance had already ended, a
+trigger fired once more). Each divergence is named: which operation, at
+which application, chose what, and what the original chose.
+
+The experiment file must be the one the run read: when its sha256 changed,
+replay refuses, unless --copy (replay the run's own copy, experiment.yaml and
+adapter.yaml, as if at the original path) or --force (the file as it is
+now). A changed adapter file is only warned about (--copy uses the copy).
+
+The new run directory also holds replay.json: the original run, whether the
+choices were the same, and every divergence. Output: the replay's lines,
+then the check block and the new run directory, as chaos run prints them.
+Exit codes are chaos run's: the verdict's, 2 when interrupted.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if force && useCopy {
+				return inputError("--copy and --force exclude each other")
+			}
+			src := args[0]
+			d, err := rundir.Open(src)
+			if err != nil {
+				return inputError(err.Error())
+			}
+			defer d.Close()
+			var m rundir.Manifest
+			if err := d.ReadJSONFile("manifest.json", &m); err != nil {
+				return inputError(fmt.Sprintf("%s: manifest.json: %v", src, err))
+			}
+			var orig rundir.Verdict
+			_ = d.ReadJSONFile("verdict.json", &orig)
+			events, err := d.ReadTimeline()
+			if err != nil {
+				return inputError(fmt.Sprintf("%s: the timeline: %v", src, err))
+			}
+			x, a, sameX, sameA, err := replayInputs(s, d, &m, useCopy, force)
+			if err != nil {
+				return err
+			}
+			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir}
+			seed := m.Seed
+			cfg.Seed = &seed
+			flags := originalFlags(m.Command)
+			cfg.OTLPGRPC, cfg.OTLPHTTP = flags["otlp-grpc"], flags["otlp-http"]
+			if v := flags["settle"]; v != "" {
+				if dur, err := time.ParseDuration(v); err == nil {
+					cfg.Settle = &dur
+				}
+			}
+			cfg.RunsDir = runsDir
+			if cfg.RunsDir == "" {
+				cfg.RunsDir = s.runsDirDefault()
+			}
+			if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !plain {
+				width, _, err := term.GetSize(int(f.Fd()))
+				if err != nil {
+					width = 100
+				}
+				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
+			}
+			fmt.Fprintf(s.err, "replaying run %s: %s on %s, seed %d\n", m.RunID, x.ID, a.ID, seed)
+			ctx, stop := s.signalContext()
+			defer stop()
+			out, err := engine.Run(ctx, cfg)
+			if err != nil {
+				return bindFailure(s, x, a, err)
+			}
+			if out.Verdict == nil {
+				if len(out.NA) > 0 {
+					printNA(s, x, a, out.NA)
+					return nil
+				}
+				return withCode(ExitError, "the replay left no verdict")
+			}
+			res := replay.Result{Seed: seed, SameExperiment: sameX, SameAdapter: sameA, Verdict: out.Verdict.Verdict}
+			res.Of.RunID, res.Of.Verdict = m.RunID, orig.Verdict
+			if abs, err := filepath.Abs(src); err == nil {
+				res.Of.Dir = abs
+			}
+			var now []rundir.Event
+			if nd, err := rundir.Open(out.Dir.Root); err == nil {
+				now, _ = nd.ReadTimeline()
+				nd.Close()
+			}
+			before := replay.Choices(events)
+			res.Choices = len(before)
+			res.Divergences = replay.Diff(before, replay.Choices(now))
+			res.Same = len(res.Divergences) == 0
+			if err := rundir.WriteJSON(filepath.Join(out.Dir.Root, replay.FileName), res); err != nil {
+				fmt.Fprintf(s.err, "chaos: %s not written: %v\n", replay.FileName, err)
+			}
+			printReplay(s.out, &res)
+			afterRun(s, cfg.RunsDir, out)
+			if sig := stop(); sig != "" && !out.Verdict.Aborted {
+				return withCode(ExitError, fmt.Sprintf("interrupted (%s) after the replay had finished; its verdict %s stands", sig, out.Verdict.Verdict))
+			}
+			if code := out.ExitCode(); code != 0 {
+				return withCode(code, "")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&runsDir, "runs-dir", "", "where the new run directory goes (default $CHAOS_RUNS_DIR, else ./runs)")
+	f.BoolVar(&useCopy, "copy", false, "replay the run's own copies of the experiment and adapter, even if the files changed")
+	f.BoolVar(&force, "force", false, "replay the experiment file as it is now, even if it changed")
+	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
+	return cmd
+}
+
+// replayInputs loads the experiment and adapter a run used: the files at
+// their recorded paths when their sha256 is the recorded one (or with
+// force), else the run's copies with useCopy; otherwise it refuses.
+func replayInputs(s *streams, d *rundir.Dir, m *rundir.Manifest, useCopy, force bool) (*experiment.Experiment, *adapter.Adapter, bool, bool, error) {
+	file := m.Experiment.File
+	current, readErr := manifest.ReadFile(file)
+	copyX, copyErr := readRunFile(d, "experiment.yaml")
+	var x *experiment.Experiment
+	var ps manifest.Problems
+	sameX := readErr == nil && sha256Hex(current) == m.Experiment.SHA256
+	switch {
+	case useCopy:
+		if copyErr != nil {
+			return nil, nil, false, false, inputError(fmt.Sprintf("the run's experiment.yaml: %v", copyErr))
+		}
+		x, ps = experiment.Parse(file, copyX)
+		sameX = sha256Hex(copyX) == m.Experiment.SHA256
+	case sameX:
+		x, ps = experiment.Parse(file, current)
+	case force && readErr == nil:
+		fmt.Fprintf(s.err, "warning: %s changed since run %s (sha256 %s, the run's %s); replaying it as it is now\n", file, m.RunID, short12(sha256Hex(current)), short12(m.Experiment.SHA256))
+		x, ps = experiment.Parse(file, current)
+	case readErr != nil:
+		return nil, nil, false, false, inputError(fmt.Sprintf("the experiment file of run %s, %s, cannot be read (%v); --copy replays the run's own copy", m.RunID, file, readErr))
+	default:
+		return nil, nil, false, false, inputError(fmt.Sprintf("%s changed since run %s (sha256 %s, the run's %s): the replay would not run the same experiment; --copy replays the run's own copy, --force the file as it is now", file, m.RunID, short12(sha256Hex(current)), short12(m.Experiment.SHA256)))
+	}
+	if ps.Err() != nil {
+		printProblems(s.err, "", ps)
+		return nil, nil, false, false, withCode(ExitInvalid, "")
+	}
+	var a *adapter.Adapter
+	sameA := true
+	if m.Adapter.File == "built in" || m.Adapter.File == "" {
+		a, ps = adapter.Resolver{}.Resolve(m.Adapter.ID)
+		sameA = a == nil || a.SHA256 == m.Adapter.SHA256 || m.Adapter.SHA256 == ""
+	} else {
+		cur, err := manifest.ReadFile(m.Adapter.File)
+		sameA = err == nil && sha256Hex(cur) == m.Adapter.SHA256
+		switch {
+		case useCopy || err != nil:
+			data, cerr := readRunFile(d, "adapter.yaml")
+			if cerr != nil {
+				return nil, nil, false, false, inputError(fmt.Sprintf("the adapter of run %s: %s: %v; the run's adapter.yaml: %v", m.RunID, m.Adapter.File, err, cerr))
+			}
+			if !useCopy {
+				fmt.Fprintf(s.err, "warning: the adapter file %s cannot be read (%v); replaying with the run's copy\n", m.Adapter.File, err)
+			}
+			a, ps = adapter.Parse(m.Adapter.File, data)
+			sameA = sha256Hex(data) == m.Adapter.SHA256
+		default:
+			if !sameA {
+				fmt.Fprintf(s.err, "warning: the adapter file %s changed since run %s (sha256 %s, the run's %s); --copy replays with the run's copy\n", m.Adapter.File, m.RunID, short12(sha256Hex(cur)), short12(m.Adapter.SHA256))
+			}
+			a, ps = adapter.Parse(m.Adapter.File, cur)
+		}
+	}
+	if a == nil || ps.Err() != nil {
+		printProblems(s.err, "", ps)
+		return nil, nil, false, false, withCode(ExitInvalid, "")
+	}
+	if !sameA && (m.Adapter.File == "built in" || m.Adapter.File == "") {
+		fmt.Fprintf(s.err, "warning: the built-in adapter %s differs from the one run %s used (sha256 %s, the run's %s)\n", a.ID, m.RunID, short12(a.SHA256), short12(m.Adapter.SHA256))
+	}
+	return x, a, sameX, sameA, nil
+}
+
+func readRunFile(d *rundir.Dir, name string) ([]byte, error) {
+	return d.ReadFile(name, limits.MaxManifestBytes)
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// originalFlags reads the flags of a run's command line that shape the
+// run (--settle, --otlp-grpc, --otlp-http); the others are read only so
+// their values are not taken for arguments.
+func originalFlags(command []string) map[string]string {
+	fs := pflag.NewFlagSet("original", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.ParseErrorsAllowlist.UnknownFlags = true
+	out := map[string]string{}
+	vals := map[string]*string{}
+	for _, name := range []string{"settle", "otlp-grpc", "otlp-http", "adapter", "seed", "runs-dir", "dir", "adapters-dir", "junit",
+		"count", "for", "parallel", "until", "keep", "label", "runner", "runner-image", "runner-namespace"} {
+		vals[name] = fs.String(name, "", "")
+	}
+	fs.Bool("plain", false, "")
+	if len(command) > 2 {
+		_ = fs.Parse(command[2:])
+	}
+	for _, name := range []string{"settle", "otlp-grpc", "otlp-http"} {
+		if v := *vals[name]; v != "" {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+func short12(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// printReplay says how the replay compares with the original.
+func printReplay(w io.Writer, r *replay.Result) {
+	verdict := "the same verdict"
+	if r.Of.Verdict != "" && r.Of.Verdict != r.Verdict {
+		verdict = fmt.Sprintf("verdict %s, the original's %s", r.Verdict, r.Of.Verdict)
+	}
+	if r.Same {
+		fmt.Fprintf(w, "replay of %s: the same %d choice%s, %s\n", r.Of.RunID, r.Choices, map[bool]string{true: "", false: "s"}[r.Choices == 1], verdict)
+		return
+	}
+	fmt.Fprintf(w, "replay of %s: %d of %d choice%s diverged, %s:\n", r.Of.RunID, len(r.Divergences), r.Choices, map[bool]string{true: "", false: "s"}[r.Choices == 1], verdict)
+	for _, dv := range r.Divergences {
+		fmt.Fprintf(w, "  %s\n", dv.Says)
+	}
+}

@@ -1,0 +1,216 @@
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/netfault"
+)
+
+// The network faults act on a handle's network namespace from the host
+// (backend.Networked): latency, loss, bandwidth, reset and blackhole on
+// each handle on its own, a partition on all its members at once. Each is
+// held like a freeze: for the duration, or to the end of the flow.
+
+// netTarget finds h's network.
+func netTarget(ctx context.Context, h backend.Handle) (netfault.Target, error) {
+	nh, ok := h.(backend.Networked)
+	if !ok {
+		return netfault.Target{}, fmt.Errorf("%s: %w: it has no network namespace the harness can change", h.Name(), backend.ErrUnsupported)
+	}
+	n, err := nh.Network(ctx)
+	if err != nil {
+		return netfault.Target{}, fmt.Errorf("%s: finding its network namespace: %w", h.Name(), err)
+	}
+	return netfault.Target{Name: h.Name(), NS: n.NS, Addrs: n.Addrs, What: n.What, Pid: n.Pid}, nil
+}
+
+// applyNetwork puts op's network fault into h's namespace and holds it.
+func applyNetwork(ctx context.Context, env Env, op Op, h backend.Handle) error {
+	if op.Net == nil || op.Network == nil {
+		return fmt.Errorf("%s: this run applies no network faults", op.Fault)
+	}
+	// Like a Down, an application that has begun is seen through, and then
+	// reverted at once if the run was aborted meanwhile.
+	bg := context.WithoutCancel(ctx)
+	t, err := netTarget(bg, h)
+	if err != nil {
+		return err
+	}
+	r, err := op.Net.Apply(bg, t, *op.Network, netfault.Op{Operation: op.Operation, Run: op.Run})
+	if err != nil {
+		return err
+	}
+	return hold(ctx, env, op, func(ctx context.Context) error { return op.Net.Remove(ctx, r) })
+}
+
+// Partition cuts members off from each other: cut(i, j) says that what
+// member i sends must not reach member j. Each member's namespace gets one
+// rule: drop what it sends to those it must not reach, and what it gets
+// from those who must not reach it (each cut is enforced at both ends).
+// All members' rules are applied, then held as one; if one cannot be
+// applied, those that were are removed and the partition fails.
+func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cut func(i, j int) bool) error {
+	if op.Net == nil {
+		return errors.New("partition: this run applies no network faults")
+	}
+	bg := context.WithoutCancel(ctx)
+	targets := make([]netfault.Target, len(members))
+	for i, h := range members {
+		t, err := netTarget(bg, h)
+		if err != nil {
+			return err
+		}
+		if len(t.Addrs) == 0 {
+			return fmt.Errorf("%s: no address to cut off", h.Name())
+		}
+		targets[i] = t
+	}
+	var rules []*netfault.Rule
+	undo := func(ctx context.Context) error {
+		var errs []error
+		for _, r := range rules {
+			errs = append(errs, op.Net.Remove(ctx, r))
+		}
+		return errors.Join(errs...)
+	}
+	for i, t := range targets {
+		s := netfault.Spec{Fault: netfault.Partition}
+		for j, o := range targets {
+			if i == j {
+				continue
+			}
+			if cut(i, j) {
+				s.DropTo = append(s.DropTo, o.Addrs...)
+			}
+			if cut(j, i) {
+				s.DropFrom = append(s.DropFrom, o.Addrs...)
+			}
+		}
+		if len(s.DropTo)+len(s.DropFrom) == 0 {
+			continue
+		}
+		r, err := op.Net.Apply(bg, t, s, netfault.Op{Operation: op.Operation, Run: op.Run})
+		if err != nil {
+			return errors.Join(err, undo(bg))
+		}
+		rules = append(rules, r)
+	}
+	return hold(ctx, env, op, undo)
+}
+
+// Layout is a partition's members split as its shape says.
+type Layout struct {
+	// Groups are the members' indexes by group: members of different
+	// groups cannot reach each other. Nil for a ring.
+	Groups [][]int
+	// Ring is the members' order around the ring, for shape ring: each
+	// reaches only its two neighbours.
+	Ring []int
+	// OneWay cuts only what the first group sends to the others.
+	OneWay bool
+}
+
+// Cut says whether what member i sends must not reach member j.
+func (l Layout) Cut(i, j int) bool {
+	if l.Ring != nil {
+		n := len(l.Ring)
+		pi, pj := slices.Index(l.Ring, i), slices.Index(l.Ring, j)
+		d := (pi - pj + n) % n
+		return d != 0 && d != 1 && d != n-1
+	}
+	gi, gj := -1, -1
+	for g, ms := range l.Groups {
+		if slices.Contains(ms, i) {
+			gi = g
+		}
+		if slices.Contains(ms, j) {
+			gj = g
+		}
+	}
+	if gi < 0 || gj < 0 || gi == gj {
+		return false
+	}
+	return !l.OneWay || gi == 0
+}
+
+// Shape splits n members as shape says, drawing from rng: halves (a random
+// ⌊n/2⌋ against the rest), majority (a random majority stays together,
+// each of the others is alone), isolate-one (member isolate, or a random
+// one when isolate < 0, against the rest), ring (a random order; each
+// reaches only its two neighbours; needs 4 or more). Explicit groups are
+// the caller's.
+func Shape(shape string, n int, rng *rand.Rand, isolate int) (Layout, error) {
+	if n < 2 {
+		return Layout{}, fmt.Errorf("a partition needs at least 2 members, it has %d", n)
+	}
+	perm := rng.Perm(n)
+	switch shape {
+	case experiment.ShapeHalves:
+		a := slices.Clone(perm[:n/2])
+		b := slices.Clone(perm[n/2:])
+		slices.Sort(a)
+		slices.Sort(b)
+		return Layout{Groups: [][]int{a, b}}, nil
+	case experiment.ShapeMajority:
+		k := n/2 + 1
+		maj := slices.Clone(perm[:k])
+		slices.Sort(maj)
+		groups := [][]int{maj}
+		rest := slices.Clone(perm[k:])
+		slices.Sort(rest)
+		for _, i := range rest {
+			groups = append(groups, []int{i})
+		}
+		return Layout{Groups: groups}, nil
+	case experiment.ShapeIsolateOne:
+		one := perm[0]
+		if isolate >= 0 {
+			one = isolate
+		}
+		var rest []int
+		for i := 0; i < n; i++ {
+			if i != one {
+				rest = append(rest, i)
+			}
+		}
+		return Layout{Groups: [][]int{{one}, rest}}, nil
+	case experiment.ShapeRing:
+		if n < 4 {
+			return Layout{}, fmt.Errorf("a ring needs at least 4 members (each reaches only its two neighbours), it has %d", n)
+		}
+		return Layout{Ring: perm}, nil
+	}
+	return Layout{}, fmt.Errorf("unknown partition shape %q", shape)
+}
+
+// NetworkSpec is the netfault spec of an operation's network fault (not a
+// partition), with its jitter drawn from seed.
+func NetworkSpec(o *experiment.Operation, seed uint64) (*netfault.Spec, error) {
+	s := &netfault.Spec{Fault: o.Uses, Seed: seed}
+	n := o.Network
+	if n == nil {
+		n = &experiment.Network{}
+	}
+	switch o.Uses {
+	case experiment.FaultLatency:
+		s.Delay, s.Jitter = n.Delay.D(), n.Jitter.D()
+		if n.Correlation != nil {
+			s.Correlation = *n.Correlation
+		}
+	case experiment.FaultLoss:
+		s.Percent = n.Percent
+	case experiment.FaultBandwidth:
+		rate, err := experiment.ParseRate(n.Rate)
+		if err != nil {
+			return nil, err
+		}
+		s.Rate = rate
+	}
+	return s, nil
+}

@@ -1,0 +1,417 @@
+package netfault
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// Config is what a run's Manager needs.
+type Config struct {
+	RunID string
+	// SystemDir is the run's system directory: the journal is kept there
+	// too, and network.json is written there at the end.
+	SystemDir string
+	// StateDir holds the journals chaos cleanup reads (DefaultStateDir
+	// when empty).
+	StateDir string
+	// Record writes a timeline event.
+	Record func(name string, fields ...rundir.Field)
+	// NoNetem makes latency use the delay queue even where the kernel has
+	// netem (CHAOS_NETEM=off).
+	NoNetem bool
+}
+
+// DefaultStateDir holds one journal per run that applied network rules,
+// named <run id>.<harness pid>.<harness start time>.jsonl, so chaos cleanup
+// can tell the runs whose harness is gone.
+const DefaultStateDir = "/run/chaos/net"
+
+// Target is what a fault acts on: a handle's name and its network.
+type Target struct {
+	Name string
+	// NS opens the namespace; Addrs must be in it.
+	NS    string
+	Addrs []netip.Addr
+	What  string
+	Pid   int
+}
+
+// Op says which operation a rule belongs to.
+type Op struct {
+	Operation string
+	Run       int
+}
+
+// Rule is one network fault applied to one namespace.
+type Rule struct {
+	ID        int
+	Op        Op
+	Spec      Spec
+	Target    Target
+	Mechanism string
+	// Table is the nftables table, or the iptables chain of a queue.
+	Table string
+	Devs  []string
+	Queue uint16
+	// Kernel is what the kernel reported once the rule was applied.
+	Kernel  string
+	Applied time.Time
+	Removed time.Time
+
+	ns      *NS
+	q       *delayQueue
+	mangle  bool // the queue's rule made the namespace's mangle table
+	aborted int  // connections a reset aborted when it was applied
+	removed bool
+}
+
+// Manager applies and removes a run's network rules and keeps their
+// journal.
+type Manager struct {
+	cfg     Config
+	tag     string
+	journal *journal
+
+	mu    sync.Mutex
+	seq   int
+	rules []*Rule
+	// nss are the namespaces the run put rules in, held open until Close
+	// so the capture sees them.
+	nss   map[Key]*nsInfo
+	netem int // 0 unknown, 1 yes, -1 no
+}
+
+type nsInfo struct {
+	ns     *NS
+	target Target
+}
+
+// NewManager returns the network rule keeper of one run. It writes nothing
+// until the first rule.
+func NewManager(cfg Config) *Manager {
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir
+	}
+	if cfg.Record == nil {
+		cfg.Record = func(string, ...rundir.Field) {}
+	}
+	return &Manager{cfg: cfg, tag: Tag(cfg.RunID), nss: map[Key]*nsInfo{}}
+}
+
+// Tag is a run's short name in the names of its rules: eight hex digits of
+// the run id's hash. nftables tables are chaos_<tag>_<n>, iptables chains
+// CHAOS_<tag>_<n>.
+func Tag(runID string) string {
+	h := sha256.Sum256([]byte(runID))
+	return hex.EncodeToString(h[:4])
+}
+
+// Used reports whether any rule was applied.
+func (m *Manager) Used() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rules) > 0
+}
+
+// Apply puts the fault s into t's namespace: it checks that the namespace
+// holds t's addresses, writes the rule to the journal, applies it, reads
+// back what the kernel made of it and records network.applied.
+func (m *Manager) Apply(ctx context.Context, t Target, s Spec, op Op) (*Rule, error) {
+	ns, err := Open(t.NS)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	if host, err := Host(); err == nil {
+		same := host.Key() == ns.Key()
+		host.Close()
+		if same {
+			ns.Close()
+			return nil, fmt.Errorf("%s (%s) is in the harness's own network namespace, which the harness never changes", t.Name, t.What)
+		}
+	}
+	if err := checkAddrs(ctx, ns, t); err != nil {
+		ns.Close()
+		return nil, err
+	}
+	devs, err := ns.Links(ctx)
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	m.mu.Lock()
+	m.seq++
+	r := &Rule{ID: m.seq, Op: op, Spec: s, Target: t, Devs: devs, ns: ns}
+	useNetem := m.netem >= 0 && !m.cfg.NoNetem
+	m.mu.Unlock()
+	switch s.Fault {
+	case Loss, Reset, Blackhole, Partition:
+		r.Mechanism, r.Table = MechNft, fmt.Sprintf("chaos_%s_%d", m.tag, r.ID)
+	case Bandwidth:
+		r.Mechanism = MechTbf
+	case Latency:
+		r.Mechanism = MechQueue
+		if useNetem {
+			r.Mechanism = MechNetem
+		}
+	default:
+		ns.Close()
+		return nil, fmt.Errorf("%s is not a network fault", s.Fault)
+	}
+	if len(devs) == 0 && (r.Mechanism == MechTbf || r.Mechanism == MechNetem) {
+		ns.Close()
+		return nil, fmt.Errorf("%s: its network namespace has no device but loopback", t.Name)
+	}
+	err = m.apply(ctx, r)
+	if errors.Is(err, errNoNetem) {
+		m.mu.Lock()
+		m.netem = -1
+		m.mu.Unlock()
+		r.Mechanism = MechQueue
+		err = m.apply(ctx, r)
+	} else if err == nil && r.Mechanism == MechNetem {
+		m.mu.Lock()
+		m.netem = 1
+		m.mu.Unlock()
+	}
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("%s on %s (%s): %w", s.Fault, t.Name, t.What, err)
+	}
+	r.Applied = time.Now()
+	r.Kernel, err = report(ctx, ns, r.Mechanism, r.Table, r.Devs)
+	if err != nil {
+		r.Kernel = "(could not be read: " + err.Error() + ")"
+	}
+	m.mu.Lock()
+	m.rules = append(m.rules, r)
+	if _, ok := m.nss[ns.Key()]; !ok {
+		if held, err := Open(r.ns.Path()); err == nil {
+			m.nss[ns.Key()] = &nsInfo{ns: held, target: t}
+		}
+	}
+	m.mu.Unlock()
+	fields := []rundir.Field{rundir.F("operation", op.Operation), rundir.F("run", op.Run), rundir.F("uses", s.Fault), rundir.F("target", t.Name),
+		rundir.F("rule", r.ID), rundir.F("netns", t.What+" "+ns.Key().String()), rundir.F("mechanism", r.Mechanism)}
+	if r.Table != "" {
+		fields = append(fields, rundir.F("name", r.Table))
+	}
+	if len(r.Devs) > 0 && r.Mechanism != MechNft {
+		fields = append(fields, rundir.F("devices", r.Devs))
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Params())) {
+		fields = append(fields, rundir.F(k, s.Params()[k]))
+	}
+	if s.Fault == Reset {
+		fields = append(fields, rundir.F("connections_aborted", r.aborted))
+	}
+	fields = append(fields, rundir.F("kernel", strings.TrimSpace(r.Kernel)))
+	m.cfg.Record("network.applied", fields...)
+	return r, nil
+}
+
+// apply journals r, then makes it.
+func (m *Manager) apply(ctx context.Context, r *Rule) error {
+	if r.Mechanism == MechQueue {
+		r.Queue = uint16(10000 + r.ID%50000)
+		r.Table = fmt.Sprintf("CHAOS_%s_%d", m.tag, r.ID)
+	}
+	if err := m.journalApply(r); err != nil {
+		return err
+	}
+	var err error
+	switch r.Mechanism {
+	case MechNft:
+		var text string
+		if text, err = nftRules(r.Table, r.Spec); err == nil {
+			_, err = r.ns.Run(ctx, text, "nft", "-f", "-")
+		}
+		if err == nil && r.Spec.Fault == Reset {
+			// The rules reset what comes and goes from now on; connections
+			// that are quiet are reset now, at both ends (the kernel aborts
+			// them, sending the peer a reset): every established TCP
+			// connection of the namespace but its loopback ones.
+			var out string
+			out, err = r.ns.Run(ctx, "", "ss", "-K", "-t", "-n", "state", "established", "not dst 127.0.0.0/8 and not dst [::1]")
+			r.aborted = max(0, len(strings.Split(strings.TrimSpace(out), "\n"))-1)
+		}
+	case MechTbf:
+		err = applyQdisc(ctx, r.ns, r.Devs, tbfArgs(r.Spec.Rate))
+	case MechNetem:
+		err = applyQdisc(ctx, r.ns, r.Devs, netemArgs(r.Spec))
+	case MechQueue:
+		err = m.applyQueue(ctx, r)
+	}
+	if err != nil {
+		m.journalRemoved(r, "not applied: "+err.Error())
+	}
+	return err
+}
+
+func (m *Manager) applyQueue(ctx context.Context, r *Rule) error {
+	s := r.Spec
+	q, err := openQueue(r.ns, r.Queue, delaySampler(s.Delay, s.Jitter, s.Correlation/100, s.Seed))
+	if err != nil {
+		return err
+	}
+	_, lerr := r.ns.Run(ctx, "", "nft", "list", "table", "ip", "mangle")
+	r.mangle = lerr != nil
+	if _, err := r.ns.Run(ctx, queueRules(r.Table, r.Queue), "iptables-restore", "--noflush"); err != nil {
+		q.Close()
+		return err
+	}
+	r.q = q
+	return nil
+}
+
+// Remove takes r out of its namespace (once; later calls do nothing) and
+// records network.removed.
+func (m *Manager) Remove(ctx context.Context, r *Rule) error {
+	m.mu.Lock()
+	if r.removed {
+		m.mu.Unlock()
+		return nil
+	}
+	r.removed = true
+	m.mu.Unlock()
+	err := remove(ctx, r.ns, r.Mechanism, r.Table, r.Devs, r.mangle)
+	if r.q != nil {
+		err = errors.Join(err, r.q.Close())
+	}
+	r.Removed = time.Now()
+	fields := []rundir.Field{rundir.F("operation", r.Op.Operation), rundir.F("run", r.Op.Run), rundir.F("uses", r.Spec.Fault), rundir.F("target", r.Target.Name), rundir.F("rule", r.ID)}
+	if r.q != nil {
+		fields = append(fields, rundir.F("packets_delayed", r.q.Count()))
+	}
+	if err != nil {
+		fields = append(fields, rundir.F("error", err.Error()))
+	} else {
+		m.journalRemoved(r, "")
+	}
+	r.ns.Close()
+	m.cfg.Record("network.removed", fields...)
+	if err != nil {
+		return fmt.Errorf("removing %s from %s: %w", r.Spec.Fault, r.Target.Name, err)
+	}
+	return nil
+}
+
+// remove takes a rule out of ns by its mechanism and names. What is no
+// longer there is not an error.
+func remove(ctx context.Context, ns *NS, mech, table string, devs []string, mangle bool) error {
+	switch mech {
+	case MechNft:
+		if _, err := ns.Run(ctx, "", "nft", "delete", "table", "inet", table); err != nil && !goneErr(err) {
+			return err
+		}
+	case MechTbf, MechNetem:
+		return removeQdisc(ctx, ns, devs)
+	case MechQueue:
+		if _, err := ns.Run(ctx, queueUnrules(table), "iptables-restore", "--noflush"); err != nil && !goneErr(err) {
+			return err
+		}
+		if mangle {
+			// The rule made the mangle table; leave none behind when it
+			// holds nothing else.
+			if out, err := ns.Run(ctx, "", "iptables-save", "-t", "mangle"); err == nil && !strings.Contains(out, "\n-A ") && !strings.Contains(out, "\n:CHAOS") {
+				_, _ = ns.Run(ctx, "", "nft", "delete", "table", "ip", "mangle")
+			}
+		}
+	}
+	return nil
+}
+
+// checkAddrs makes sure the namespace is t's: it holds t's addresses.
+func checkAddrs(ctx context.Context, ns *NS, t Target) error {
+	if len(t.Addrs) == 0 {
+		return nil
+	}
+	have, err := ns.Addrs(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", t.Name, err)
+	}
+	for _, a := range t.Addrs {
+		if !slices.Contains(have, a.Unmap()) && !slices.Contains(have, a) {
+			return fmt.Errorf("%s: the network namespace found (%s) does not hold its address %s (it holds %v), so it is not its namespace", t.Name, t.What, a, have)
+		}
+	}
+	return nil
+}
+
+// Rules returns every rule applied so far.
+func (m *Manager) Rules() []*Rule {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.rules)
+}
+
+// Sweep removes what is still applied (a revert that failed), recording
+// each, and returns an error naming them.
+func (m *Manager) Sweep(ctx context.Context) error {
+	var left []string
+	var errs []error
+	for _, r := range m.Rules() {
+		m.mu.Lock()
+		removed := r.removed
+		m.mu.Unlock()
+		if removed {
+			continue
+		}
+		left = append(left, fmt.Sprintf("%s on %s (rule %d)", r.Spec.Fault, r.Target.Name, r.ID))
+		errs = append(errs, m.Remove(ctx, r))
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	return errors.Join(append([]error{fmt.Errorf("network rules still applied after the reverts, removed now: %s", strings.Join(left, ", "))}, errs...)...)
+}
+
+// Close releases the namespaces and, when every rule is gone, the run's
+// journal under the state directory (the one in the run directory stays).
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, n := range m.nss {
+		n.ns.Close()
+		delete(m.nss, k)
+	}
+	all := true
+	for _, r := range m.rules {
+		all = all && r.removed
+	}
+	if m.journal != nil {
+		m.journal.close(all)
+	}
+}
+
+// statePath is the run's journal under the state directory.
+func (m *Manager) statePath() (string, error) {
+	pid := os.Getpid()
+	start, err := procStart(pid)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(m.cfg.StateDir, fmt.Sprintf("%s.%d.%d.jsonl", safeRunID(m.cfg.RunID), pid, start)), nil
+}
+
+// safeRunID keeps a run id usable in a file name.
+func safeRunID(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '.' || r == 0 {
+			return '_'
+		}
+		return r
+	}, id)
+}

@@ -1,0 +1,302 @@
+// Package netfaulttest proves the six network faults from outside, the
+// same way on every backend: a test runs the experiment Experiment (two web
+// servers, the faults one after the other with quiet gaps between) with
+// chaos run, and Prove measures each fault from the host or from inside a
+// member's network namespace, never through the harness: round trips
+// before, during and after a 100ms latency; a download's rate under a
+// 1mbit limit; the share of connections lost at 50% loss; connections
+// refused and reset; connections that hang in a blackhole; a connection
+// that cannot be made across a partition and can once it heals.
+package netfaulttest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Experiment is the experiment Prove measures, for a backend whose
+// instances run busybox's httpd as the command server (httpd, or busybox
+// httpd) listening on listen (8080, or $CHAOS_NET_ADDR:8080). id names it.
+func Experiment(id, adapter, server, listen string) string {
+	return fmt.Sprintf(`apiVersion: chaos/v1alpha1
+id: %s
+title: The six network faults, one after the other, measured from outside
+default-adapter: %s
+timeout: 3m
+workloads:
+  - name: web
+    instances: 2
+    timeout: 150s
+    run: |
+      mkdir -p www && echo hello > www/index.html
+      dd if=/dev/zero of=www/big bs=1024 count=256 2>/dev/null
+      %s -f -p "%s" -h www & pid=$!
+      while [ ! -e "$CHAOS_STOP_FILE" ]; do sleep 0.1; done
+      kill $pid; wait
+operations:
+  - {name: slow, uses: latency, target: {workload: web}, select: {instances: [web-0]}, duration: 4s, network: {delay: 100ms}}
+  - {name: thin, uses: bandwidth, target: {workload: web}, select: {instances: [web-0]}, duration: 5s, network: {rate: 1mbit}}
+  - {name: lossy, uses: loss, target: {workload: web}, select: {instances: [web-0]}, duration: 5s, network: {percent: 50}}
+  - {name: rst, uses: reset, target: {workload: web}, select: {instances: [web-0]}, duration: 3s}
+  - {name: hole, uses: blackhole, target: {workload: web}, select: {instances: [web-0]}, duration: 3s}
+  - {name: split, uses: partition, target: {workload: web}, duration: 4s, network: {shape: isolate-one, isolate: web-1}}
+flow:
+  parallel:
+    - web
+    - serial:
+        - {wait: {workload: web, condition: running}}
+        - {delay: 4s}
+        - slow
+        - {delay: 3s}
+        - thin
+        - {delay: 3s}
+        - lossy
+        - {delay: 3s}
+        - rst
+        - {delay: 3s}
+        - hole
+        - {delay: 3s}
+        - split
+        - {delay: 3s}
+        - {stop: web}
+`, id, adapter, server, listen)
+}
+
+// Run is a chaos run of Experiment, as the test sees it.
+type Run interface {
+	// Await returns once the run's timeline has an event named name with
+	// these fields.
+	Await(name string, want map[string]string) map[string]any
+	// Addr is an instance's address, Pid a process in its network
+	// namespace.
+	Addr(instance string) string
+	Pid(instance string) int
+}
+
+// Prove measures each fault of Experiment as the run applies it. It
+// returns the figures it measured, for the log.
+func Prove(t *testing.T, r Run) []string {
+	t.Helper()
+	var figs []string
+	logf := func(format string, args ...any) {
+		s := fmt.Sprintf(format, args...)
+		figs = append(figs, s)
+		t.Log(s)
+	}
+	a0 := net.JoinHostPort(r.Addr("web-0"), "8080")
+	a1 := net.JoinHostPort(r.Addr("web-1"), "8080")
+	pid0 := r.Pid("web-0")
+	AwaitConnect(t, a0)
+	AwaitConnect(t, a1)
+	if err := ReachFrom(pid0, a1); err != nil {
+		t.Fatalf("web-0 cannot reach web-1 before the faults: %v", err)
+	}
+	fastRate := Download(t, a0)
+
+	// latency
+	before := ConnectTime(t, a0, 9)
+	applied := r.Await("network.applied", map[string]string{"operation": "slow"})
+	during := ConnectTime(t, a0, 9)
+	r.Await("network.removed", map[string]string{"operation": "slow"})
+	after := ConnectTime(t, a0, 9)
+	logf("latency 100ms (%v): round trip before %v, during %v, after %v", applied["mechanism"], before, during, after)
+	if d := during - before; d < 95*time.Millisecond || d > 200*time.Millisecond {
+		t.Errorf("the latency added %v to a round trip, want about 100ms", d)
+	}
+	if after > before+20*time.Millisecond {
+		t.Errorf("round trip after the latency %v, before %v", after, before)
+	}
+
+	// bandwidth
+	r.Await("network.applied", map[string]string{"operation": "thin"})
+	thin := Download(t, a0)
+	r.Await("network.removed", map[string]string{"operation": "thin"})
+	again := Download(t, a0)
+	logf("bandwidth 1mbit: a 256 KiB download at %.2f Mbit/s before, %.3f during, %.2f after", fastRate/1e6, thin/1e6, again/1e6)
+	if thin < 0.7e6 || thin > 1.3e6 {
+		t.Errorf("a download under a 1mbit limit ran at %.3f Mbit/s", thin/1e6)
+	}
+	if again < 5e6 {
+		t.Errorf("a download after the limit ran at %.3f Mbit/s", again/1e6)
+	}
+
+	// loss
+	r.Await("network.applied", map[string]string{"operation": "lossy"})
+	lost := Lost(a0, 24, 200*time.Millisecond)
+	r.Await("network.removed", map[string]string{"operation": "lossy"})
+	// A connection may take one SYN retransmit (1s) after the loss: its
+	// port may still be half-open on the server from a lost handshake.
+	lostAfter := Lost(a0, 24, 3*time.Second)
+	logf("loss 50%%: %d of 24 connections not made within 200ms during, %d of 24 within 3s after", lost, lostAfter)
+	if lost < 5 || lost > 19 {
+		t.Errorf("%d of 24 connections lost at 50%% loss", lost)
+	}
+	if lostAfter != 0 {
+		t.Errorf("%d of 24 connections lost after the loss", lostAfter)
+	}
+
+	// reset: a connection made before is reset, a new one refused.
+	held, err := net.DialTimeout("tcp", a0, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if _, err := held.Write([]byte("GET / HTTP/1.0\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r.Await("network.applied", map[string]string{"operation": "rst"})
+	_, refused := net.DialTimeout("tcp", a0, time.Second)
+	held.SetDeadline(time.Now().Add(2 * time.Second))
+	_, werr := held.Write([]byte("Host: x\r\n\r\n"))
+	_, rerr := io.ReadAll(held)
+	reset := errors.Join(werr, rerr)
+	r.Await("network.removed", map[string]string{"operation": "rst"})
+	logf("reset: a new connection: %v; a connection made before: %v", refused, reset)
+	if !errors.Is(refused, syscall.ECONNREFUSED) {
+		t.Errorf("a connection during reset: %v, want refused", refused)
+	}
+	if !errors.Is(reset, syscall.ECONNRESET) {
+		t.Errorf("a connection made before the reset: %v, want reset by peer", reset)
+	}
+	AwaitConnect(t, a0)
+
+	// blackhole
+	r.Await("network.applied", map[string]string{"operation": "hole"})
+	start := time.Now()
+	_, hung := net.DialTimeout("tcp", a0, 500*time.Millisecond)
+	waited := time.Since(start)
+	r.Await("network.removed", map[string]string{"operation": "hole"})
+	logf("blackhole: a connection %v after %v", hung, waited.Round(time.Millisecond))
+	var ne net.Error
+	if !errors.As(hung, &ne) || !ne.Timeout() {
+		t.Errorf("a connection into the blackhole: %v, want a timeout", hung)
+	}
+	AwaitConnect(t, a0)
+
+	// partition
+	r.Await("network.applied", map[string]string{"operation": "split", "target": "web-0"})
+	r.Await("network.applied", map[string]string{"operation": "split", "target": "web-1"})
+	across := ReachFrom(pid0, a1)
+	hc, host := net.DialTimeout("tcp", a1, time.Second)
+	if host == nil {
+		hc.Close()
+	}
+	r.Await("operation.reverted", map[string]string{"operation": "split"})
+	healed := ReachFrom(pid0, a1)
+	logf("partition isolate-one web-1: web-0 to web-1 %v; the host to web-1 %v; after it healed %v", across, host, healed)
+	if across == nil {
+		t.Error("web-0 reached web-1 across the partition")
+	}
+	if host != nil {
+		t.Errorf("the host, in no group, could not reach web-1: %v", host)
+	}
+	if healed != nil {
+		t.Errorf("web-0 cannot reach web-1 after the partition healed: %v", healed)
+	}
+	return figs
+}
+
+// ConnectTime is the median time of n TCP connects to addr: one round
+// trip (SYN, SYN-ACK) each.
+func ConnectTime(t *testing.T, addr string, n int) time.Duration {
+	t.Helper()
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+		if err != nil {
+			t.Fatalf("connecting to %s: %v", addr, err)
+		}
+		ds = append(ds, time.Since(start))
+		c.Close()
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// AwaitConnect waits until addr takes connections.
+func AwaitConnect(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s takes no connections: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Download fetches /big (256 KiB) from the server at addr and returns the
+// rate, in bits per second.
+func Download(t *testing.T, addr string) float64 {
+	t.Helper()
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	start := time.Now()
+	resp, err := c.Get("http://" + addr + "/big")
+	if err != nil {
+		t.Fatalf("downloading from %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil || n != 256*1024 {
+		t.Fatalf("downloaded %d bytes from %s: %v", n, addr, err)
+	}
+	return float64(n*8) / time.Since(start).Seconds()
+}
+
+// Lost counts how many of n connects to addr are not made within limit
+// (below the 1s after which a lost SYN is sent again).
+func Lost(addr string, n int, limit time.Duration) int {
+	lost := 0
+	for i := 0; i < n; i++ {
+		c, err := net.DialTimeout("tcp", addr, limit)
+		if err != nil {
+			lost++
+			continue
+		}
+		c.Close()
+	}
+	return lost
+}
+
+// ReachFrom connects to addr from inside the network namespace of process
+// pid, as the process itself would: on a thread that enters the namespace
+// and is then thrown away.
+func ReachFrom(pid int, addr string) error {
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			ch <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- err
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		ch <- err
+	}()
+	return <-ch
+}

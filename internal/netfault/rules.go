@@ -1,0 +1,290 @@
+package netfault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Faults, as the experiment names them.
+const (
+	Latency   = "latency"
+	Loss      = "loss"
+	Bandwidth = "bandwidth"
+	Reset     = "reset"
+	Blackhole = "blackhole"
+	Partition = "partition"
+)
+
+// Mechanisms: what a rule is in the kernel.
+const (
+	// MechNft is an nftables table of the rule's own (loss, reset,
+	// blackhole, partition).
+	MechNft = "nftables"
+	// MechTbf is a tbf qdisc at the root of each device (bandwidth).
+	MechTbf = "tc-tbf"
+	// MechNetem is a netem qdisc at the root of each device (latency, where
+	// the kernel has sch_netem).
+	MechNetem = "tc-netem"
+	// MechQueue is an iptables chain that hands every packet sent to a
+	// netfilter queue the harness gives back after the delay (latency,
+	// where the kernel has no netem).
+	MechQueue = "nfqueue"
+)
+
+// QdiscHandle is the handle of every qdisc the harness adds: a qdisc with
+// it is the harness's, and only such a qdisc is ever deleted.
+const QdiscHandle = "c4a5:"
+
+// Spec is one network fault to put into one namespace.
+type Spec struct {
+	Fault string
+	// latency
+	Delay, Jitter time.Duration
+	// Correlation of each packet's jitter with the previous one, 0 to 100.
+	Correlation float64
+	// Seed draws the jitter.
+	Seed uint64
+	// loss
+	Percent float64
+	// bandwidth, bits per second
+	Rate uint64
+	// partition: what the namespace must not send to (DropTo) and not
+	// take from (DropFrom).
+	DropTo, DropFrom []netip.Addr
+}
+
+// Params are the spec's parameters as the timeline shows them.
+func (s Spec) Params() map[string]any {
+	p := map[string]any{}
+	switch s.Fault {
+	case Latency:
+		p["delay"] = s.Delay.String()
+		if s.Jitter > 0 {
+			p["jitter"] = s.Jitter.String()
+		}
+		if s.Correlation > 0 {
+			p["correlation"] = s.Correlation
+		}
+	case Loss:
+		p["percent"] = s.Percent
+	case Bandwidth:
+		p["rate"] = strconv.FormatUint(s.Rate, 10) + "bit"
+	case Partition:
+		if len(s.DropTo) > 0 {
+			p["drop_to"] = addrStrings(s.DropTo)
+		}
+		if len(s.DropFrom) > 0 {
+			p["drop_from"] = addrStrings(s.DropFrom)
+		}
+	}
+	return p
+}
+
+func addrStrings(as []netip.Addr) []string {
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// nftRules is the nftables table of a loss, reset, blackhole or partition.
+func nftRules(table string, s Spec) (string, error) {
+	var in, out []string
+	switch s.Fault {
+	case Loss:
+		// numgen random mod 10000 is 0..9999: < percent*100 drops that share.
+		if n := int(s.Percent*100 + 0.5); n >= 10000 {
+			out = append(out, "drop")
+		} else {
+			out = append(out, fmt.Sprintf("numgen random mod 10000 < %d drop", n))
+		}
+	case Reset:
+		// The resets the rules send go out through the output hook too:
+		// they must pass.
+		in = append(in, "tcp flags rst accept", "meta l4proto tcp reject with tcp reset")
+		out = append(out, "tcp flags rst accept", "meta l4proto tcp reject with tcp reset")
+	case Blackhole:
+		in = append(in, "drop")
+		out = append(out, "drop")
+	case Partition:
+		in = append(in, addrRules("saddr", s.DropFrom)...)
+		out = append(out, addrRules("daddr", s.DropTo)...)
+		if len(in)+len(out) == 0 {
+			return "", errors.New("a partition rule with nothing to cut")
+		}
+	default:
+		return "", fmt.Errorf("%s is not an nftables fault", s.Fault)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "table inet %s {\n", table)
+	if len(in) > 0 {
+		b.WriteString("\tchain in {\n\t\ttype filter hook input priority filter - 5; policy accept;\n\t\tiifname \"lo\" accept\n")
+		for _, r := range in {
+			b.WriteString("\t\t" + r + "\n")
+		}
+		b.WriteString("\t}\n")
+	}
+	if len(out) > 0 {
+		b.WriteString("\tchain out {\n\t\ttype filter hook output priority filter - 5; policy accept;\n\t\toifname \"lo\" accept\n")
+		for _, r := range out {
+			b.WriteString("\t\t" + r + "\n")
+		}
+		b.WriteString("\t}\n")
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+// addrRules drops packets whose dir (saddr, daddr) is one of addrs, IPv4
+// and IPv6 apart.
+func addrRules(dir string, addrs []netip.Addr) []string {
+	var v4, v6 []string
+	for _, a := range addrs {
+		if a.Is4() || a.Is4In6() {
+			v4 = append(v4, a.Unmap().String())
+		} else {
+			v6 = append(v6, a.String())
+		}
+	}
+	slices.Sort(v4)
+	slices.Sort(v6)
+	var out []string
+	if len(v4) > 0 {
+		out = append(out, fmt.Sprintf("ip %s { %s } drop", dir, strings.Join(slices.Compact(v4), ", ")))
+	}
+	if len(v6) > 0 {
+		out = append(out, fmt.Sprintf("ip6 %s { %s } drop", dir, strings.Join(slices.Compact(v6), ", ")))
+	}
+	return out
+}
+
+// tbfArgs is the tc qdisc arguments of a bandwidth limit: the rate, a
+// burst of 20 ms of it (at least two full frames) and at most 500 ms of
+// queue.
+func tbfArgs(rate uint64) []string {
+	burst := max(rate/8/50, 3200)
+	return []string{"tbf", "rate", strconv.FormatUint(rate, 10) + "bit", "burst", strconv.FormatUint(burst, 10), "latency", "500ms"}
+}
+
+// netemArgs is the tc qdisc arguments of a latency.
+func netemArgs(s Spec) []string {
+	args := []string{"netem", "delay", usec(s.Delay)}
+	if s.Jitter > 0 {
+		args = append(args, usec(s.Jitter))
+		if s.Correlation > 0 {
+			args = append(args, strconv.FormatFloat(s.Correlation, 'f', -1, 64)+"%")
+		}
+	}
+	return args
+}
+
+func usec(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
+
+// queueRules is the iptables-restore input of a latency by queue: a chain
+// of the rule's own that hands every packet sent on a device other than
+// loopback to queue num; --queue-bypass lets packets through when nothing
+// listens (the harness was killed).
+func queueRules(chain string, num uint16) string {
+	return fmt.Sprintf("*mangle\n:%s - [0:0]\n-A %s -j NFQUEUE --queue-num %d --queue-bypass\n-I POSTROUTING 1 ! -o lo -j %s\nCOMMIT\n", chain, chain, num, chain)
+}
+
+// queueUnrules removes what queueRules added.
+func queueUnrules(chain string) string {
+	return fmt.Sprintf("*mangle\n-D POSTROUTING ! -o lo -j %s\n-F %s\n-X %s\nCOMMIT\n", chain, chain, chain)
+}
+
+// errNoNetem says the kernel has no netem qdisc.
+var errNoNetem = errors.New("the kernel has no netem (sch_netem)")
+
+func isNoNetem(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "Specified qdisc kind is unknown") || strings.Contains(err.Error(), "Unknown qdisc \"netem\""))
+}
+
+// applyQdisc adds a qdisc (tbf or netem args) at the root of each device,
+// all or none.
+func applyQdisc(ctx context.Context, ns *NS, devs []string, args []string) error {
+	var done []string
+	for _, dev := range devs {
+		a := append([]string{"tc", "qdisc", "add", "dev", dev, "root", "handle", QdiscHandle}, args...)
+		if _, err := ns.Run(ctx, "", a...); err != nil {
+			for _, d := range done {
+				_, _ = ns.Run(ctx, "", "tc", "qdisc", "del", "dev", d, "root", "handle", QdiscHandle)
+			}
+			if isNoNetem(err) {
+				return errNoNetem
+			}
+			if strings.Contains(err.Error(), "Exclusivity flag on") || strings.Contains(err.Error(), "File exists") {
+				return fmt.Errorf("device %s already has a root qdisc (one qdisc fault at a time: latency and bandwidth on the same target do not combine): %w", dev, err)
+			}
+			return err
+		}
+		done = append(done, dev)
+	}
+	return nil
+}
+
+// removeQdisc deletes the harness's qdisc from each device; a device or
+// qdisc that is no longer there is not an error.
+func removeQdisc(ctx context.Context, ns *NS, devs []string) error {
+	var errs []error
+	for _, dev := range devs {
+		if _, err := ns.Run(ctx, "", "tc", "qdisc", "del", "dev", dev, "root", "handle", QdiscHandle); err != nil && !goneErr(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// goneErr says a removal found nothing to remove.
+func goneErr(err error) bool {
+	s := err.Error()
+	for _, m := range []string{"Cannot find device", "No such file or directory", "Invalid handle", "Cannot delete qdisc with handle of zero", "does not exist", "No chain/target/match by that name", "Bad rule", "No such device"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// Report is what the kernel says of a rule now: the qdiscs of its devices,
+// its nftables table, or its iptables chain.
+func report(ctx context.Context, ns *NS, mech, table string, devs []string) (string, error) {
+	switch mech {
+	case MechNft:
+		return ns.Run(ctx, "", "nft", "list", "table", "inet", table)
+	case MechTbf, MechNetem:
+		var b strings.Builder
+		for _, dev := range devs {
+			out, err := ns.Run(ctx, "", "tc", "qdisc", "show", "dev", dev, "root")
+			if err != nil {
+				return b.String(), err
+			}
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				if strings.Contains(l, " "+QdiscHandle+" ") {
+					b.WriteString(l + "\n")
+				}
+			}
+		}
+		return b.String(), nil
+	case MechQueue:
+		out, err := ns.Run(ctx, "", "iptables-save", "-t", "mangle")
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, table) {
+				b.WriteString(l + "\n")
+			}
+		}
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("unknown mechanism %s", mech)
+}

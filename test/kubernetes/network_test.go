@@ -1,0 +1,159 @@
+package kubernetes_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
+)
+
+// timelineEvent polls dir's timeline for an event with these fields, until
+// limit or the run's end.
+func timelineEvent(t *testing.T, dir, name string, want map[string]string, limit time.Duration, done <-chan result) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		data, _ := os.ReadFile(filepath.Join(dir, "timeline.jsonl"))
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e map[string]any
+			if json.Unmarshal(sc.Bytes(), &e) != nil || e["event"] != name {
+				continue
+			}
+			ok := true
+			for k, v := range want {
+				ok = ok && fmt.Sprint(e[k]) == v
+			}
+			if ok {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s %v within %s", name, want, limit)
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("chaos exited %d before %s %v\n%s", r.code, name, want, lastLines(r.stderr, 30))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// runningPod waits for the experiment's pod of an instance to run and
+// returns its IP and the host pid of its main container (found by the
+// container id in /proc/<pid>/cgroup).
+func runningPod(t *testing.T, cs kubernetes.Interface, exp, instance string) (string, int) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		pods, err := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: "chaos.experiment=" + exp + ",chaos.instance=" + instance})
+		if err == nil && len(pods.Items) == 1 {
+			p := pods.Items[0]
+			var st *corev1.ContainerStatus
+			for i := range p.Status.ContainerStatuses {
+				if p.Status.ContainerStatuses[i].Name == "main" {
+					st = &p.Status.ContainerStatuses[i]
+				}
+			}
+			if st != nil && st.State.Running != nil && p.Status.PodIP != "" {
+				_, id, _ := strings.Cut(st.ContainerID, "://")
+				if pid := pidOfContainer(id); pid > 0 {
+					return p.Status.PodIP, pid
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no running pod of %s", instance)
+	return "", 0
+}
+
+func pidOfContainer(id string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup")
+		if id != "" && bytes.Contains(b, []byte(id)) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// k8sRun is a chaos run on kubernetes, for netfaulttest.
+type k8sRun struct {
+	t    *testing.T
+	cs   kubernetes.Interface
+	dir  string
+	done chan result
+}
+
+func (k *k8sRun) Await(name string, want map[string]string) map[string]any {
+	return timelineEvent(k.t, k.dir, name, want, 2*time.Minute, k.done)
+}
+
+func (k *k8sRun) Addr(instance string) string {
+	ip, _ := runningPod(k.t, k.cs, "net-faults-k8s", instance)
+	return ip
+}
+
+func (k *k8sRun) Pid(instance string) int {
+	_, pid := runningPod(k.t, k.cs, "net-faults-k8s", instance)
+	return pid
+}
+
+// TestNetworkFaultsOnKubernetes: the six network faults on pods, each
+// measured from outside (netfaulttest.Prove): from the node (this
+// machine), or from inside a pod's network namespace.
+func TestNetworkFaultsOnKubernetes(t *testing.T) {
+	cs := cluster(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the network faults need root")
+	}
+	runs := t.TempDir()
+	x := write(t, "net.yaml", netfaulttest.Experiment("net-faults-k8s", "kubernetes", "httpd", "8080"))
+	done := make(chan result, 1)
+	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", "kubernetes", x) }()
+	var dir string
+	for deadline := time.Now().Add(30 * time.Second); dir == ""; {
+		if m, _ := filepath.Glob(filepath.Join(runs, "net-faults-k8s", "*", "timeline.jsonl")); len(m) == 1 {
+			dir = filepath.Dir(m[0])
+		} else if time.Now().After(deadline) {
+			t.Fatal("no run directory")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	netfaulttest.Prove(t, &k8sRun{t: t, cs: cs, dir: dir, done: done})
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("chaos run exited %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 30))
+	}
+	var c struct {
+		Left  int   `json:"left"`
+		Rules []any `json:"rules"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "system", "network.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &c); err != nil || c.Left != 0 || len(c.Rules) != 7 {
+		t.Errorf("system/network.json: left %d, %d rules (%v)", c.Left, len(c.Rules), err)
+	}
+}
