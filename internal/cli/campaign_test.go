@@ -35,7 +35,7 @@ func TestCampaignFlagsNeedACount(t *testing.T) {
 		{"run", "--runs-dir", dir, "--until", "hit", coinFile(t, dir, "10")},
 	} {
 		code, _, errs := chaos(t, args...)
-		if code != ExitError || !strings.Contains(errs, "is for a campaign: give --count N or --for DURATION too") {
+		if code != ExitInvalid || !strings.Contains(errs, "is for a campaign: give --count N or --for DURATION too") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
@@ -48,7 +48,7 @@ func TestCampaignFlagsNeedACount(t *testing.T) {
 	} {
 		args := []string{"run", "--runs-dir", dir, "--count", "2", flag, coinFile(t, dir, "10")}
 		code, _, errs := chaos(t, args...)
-		if code != ExitError || !strings.Contains(errs, want) {
+		if code != ExitInvalid || !strings.Contains(errs, want) {
 			t.Errorf("%v: exit %d, stderr %q, want %q", args, code, errs, want)
 		}
 	}
@@ -67,11 +67,11 @@ func TestParallelAboveTheAdaptersLimitIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs := chaos(t, "run", "--runs-dir", dir, "--adapter", ad, "--count", "3", "--parallel", "2", coinFile(t, dir, "10"))
-	if code != ExitError || !strings.Contains(errs, "--parallel 2: adapter solo takes at most 1 run at once (limits.parallel)") {
+	if code != ExitInvalid || !strings.Contains(errs, "--parallel 2: adapter solo takes at most 1 run at once (limits.parallel)") {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	code, _, errs = chaos(t, "run", "--runs-dir", dir, "--count", "3", "--parallel", "2", "--otlp-http", "127.0.0.1:4318", coinFile(t, dir, "10"))
-	if code != ExitError || !strings.Contains(errs, "--otlp-http is the fixed address 127.0.0.1:4318") {
+	if code != ExitInvalid || !strings.Contains(errs, "--otlp-http is the fixed address 127.0.0.1:4318") {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
 	// One at a time is fine.
@@ -283,7 +283,7 @@ func TestReplayMakesTheSameChoices(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errs = chaos(t, "replay", "--plain", "--runs-dir", runs, orig)
-	if code != ExitError || !strings.Contains(errs, "changed since run") || !strings.Contains(errs, "--copy replays the run's own copy") {
+	if code != ExitInvalid || !strings.Contains(errs, "changed since run") || !strings.Contains(errs, "--copy replays the run's own copy") {
 		t.Fatalf("changed experiment: exit %d\n%s", code, errs)
 	}
 	for _, flag := range []string{"--copy", "--force"} {

@@ -39,7 +39,16 @@ the 1% level". Only runs that decided (PASS, XFAIL, FAIL) are chances.
 
 With only A: how many chances (and runs) a second campaign needs to show a
 fix at the 5% and 1% levels, from A's rates: without a hit, or, with
---fix-rate R, when its true rate is R, with --power (default 80%).`,
+--fix-rate R, when its true rate is R, with --power (default 80%).
+
+Exit codes: 0 when the comparison was made (whatever it found); 4 when A or
+B cannot be read or a flag is invalid; 2 on any other error.`,
+		Example: `  # The campaign before the fix against the one after it
+  chaos compare runs/campaigns/20261201T090000Z-1a2b runs/campaigns/20261201T100000Z-3c4d
+  # Every run of one experiment in ./runs, split by the experiment's Git commit
+  chaos compare --by git
+  # How many runs a second campaign needs to show a fix of A's hit rate
+  chaos compare runs/campaigns/20261201T090000Z-1a2b`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runsDir == "" {

@@ -50,7 +50,12 @@ now). A changed adapter file is only warned about (--copy uses the copy).
 The new run directory also holds replay.json: the original run, whether the
 choices were the same, and every divergence. Output: the replay's lines,
 then the check block and the new run directory, as chaos run prints them.
-Exit codes are chaos run's: the verdict's, 2 when interrupted.`,
+Exit codes are chaos run's: the verdict's, 2 when interrupted, 4 when RUN
+cannot be read or its experiment changed (without --copy or --force).`,
+		Example: `  # The same choices again, from the same seed
+  chaos replay runs/gateway-kill-keeps-state/20261201T090000Z-1a2b
+  # The experiment file has been edited since: replay the run's own copy
+  chaos replay --copy runs/gateway-kill-keeps-state/20261201T090000Z-1a2b`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if force && useCopy {
@@ -130,6 +135,7 @@ Exit codes are chaos run's: the verdict's, 2 when interrupted.`,
 			}
 			printReplay(s.out, &res)
 			afterRun(s, cfg.RunsDir, out)
+			s.printBlock(out.Verdict, out.Dir.Root, verbosity{})
 			if sig := stop(); sig != "" && !out.Verdict.Aborted {
 				return withCode(ExitError, fmt.Sprintf("interrupted (%s) after the replay had finished; its verdict %s stands", sig, out.Verdict.Verdict))
 			}

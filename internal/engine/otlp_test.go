@@ -42,7 +42,10 @@ func TestSpansDriveASignalWait(t *testing.T) {
 			_, other := tr.Start(ctx, "reconcile.sandboxes")
 			other.SetAttributes(attribute.String("driver.name", "kubernetes"))
 			other.End()
-			if i >= 3 {
+			// A second of spans that match nothing first: the instance
+			// must have written its endpoint before the kill, even on a
+			// loaded machine.
+			if i >= 10 {
 				_, s := tr.Start(ctx, "reconcile.sandboxes")
 				s.SetAttributes(attribute.String("driver.name", "docker"), attribute.Int("backend_count", 8))
 				s.End()

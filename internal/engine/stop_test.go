@@ -37,7 +37,7 @@ workloads:
 flow:
   parallel:
     - w
-    - serial: [{wait: {workload: w, condition: running}}, {delay: 300ms}, {stop: w}]
+    - serial: [{wait: {workload: w, condition: running}}, {delay: 1s}, {stop: w}]
 `
 
 func TestStopNode(t *testing.T) {

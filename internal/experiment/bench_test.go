@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/chaos-harness/chaos/internal/experiment"
 )
 
@@ -37,27 +39,43 @@ func BenchmarkParseManyKeys(b *testing.B) {
 }
 
 // TestParseIsLinearInKeys: eight times the keys take well under 32 times
-// as long (a quadratic step would take 64 times).
+// as much CPU (a quadratic step would take 64 times). CPU time of the
+// process, best of three, and the comparison made again before it fails:
+// on a loaded machine wall time says more about the neighbours than about
+// the parser.
 func TestParseIsLinearInKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing")
 	}
-	timeOf := func(n int) time.Duration {
+	cpuOf := func(n int) time.Duration {
 		data := manyKeys(n)
 		best := time.Hour
 		for i := 0; i < 3; i++ {
-			start := time.Now()
+			start := cpuTime(t)
 			if _, ps := experiment.Parse("big.yaml", data); ps.Err() != nil {
 				t.Fatal(ps)
 			}
-			best = min(best, time.Since(start))
+			best = min(best, cpuTime(t)-start)
 		}
-		return best
+		return max(best, time.Microsecond)
 	}
-	small, large := timeOf(2500), timeOf(20000)
-	if large > 32*small {
-		t.Errorf("2 500 keys: %v; 20 000 keys: %v (%.0fx for 8x the keys)", small, large, float64(large)/float64(small))
+	var small, large time.Duration
+	for try := 0; try < 3; try++ {
+		small, large = cpuOf(2500), cpuOf(20000)
+		if large <= 32*small {
+			return
+		}
 	}
+	t.Errorf("2 500 keys: %v of CPU; 20 000 keys: %v (%.0fx for 8x the keys)", small, large, float64(large)/float64(small))
+}
+
+// cpuTime is the CPU time the test process has used, user and system.
+func cpuTime(t *testing.T) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // A manifest over the size limit is refused with a clear error, before it
