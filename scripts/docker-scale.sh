@@ -103,7 +103,7 @@ loop() {
       docker start -a "$name" >/dev/null 2>&1 || code=$?
       docker cp -q "$name:/out" "$out/w-$i"
       docker rm "$name" >/dev/null
-      [ "$code" = $((i % 3)) ] || echo "loop w-$i: exit $code, want $((i % 3))" >&2
+      [ "$code" = $((i % 3)) ] || echo "loop w-$i: exit $code, want $((i % 3))" >>"$tmp/loop-bad"
     ) &
   done
   wait
@@ -122,6 +122,8 @@ for ((r = 1; r <= RUNS; r++)); do
   t2=$(ms)
   loop "$tmp/loop-$r"
   t3=$(ms)
+  [ ! -s "$tmp/loop-bad" ] || loud "the docker run loop of round $r: $(cat "$tmp/loop-bad")"
+  rm -f "$tmp/loop-bad"
   printf '%-4s %10.2f %10.2f %7.2f %s\n' "$r" "$(echo "($t1-$t0)/1000" | bc -l)" "$(echo "($t3-$t2)/1000" | bc -l)" \
     "$(echo "($t1-$t0)/($t3-$t2)" | bc -l)" "$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$tmp/table"
   rm -rf "$runs" "$tmp/loop-$r"
