@@ -28,3 +28,15 @@ hyperfine --warmup 1 --runs "${CAMPAIGN_RUNS:-5}" --export-markdown "${OUT:-/dev
 go test -run '^$' -bench 'SignalLatency|ReceiveHTTP|Report' -benchtime "${BENCHTIME:-1x}" \
   ./internal/observe/ ./internal/otlp/ ./internal/report/
 go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaign/
+
+# At scale (each opt-in, for they take minutes): DOCKER_N containers
+# DOCKER_RUNS times against a docker run + docker cp loop, failing on any
+# lost event or wrong exit code; K8S_PODS pods on the test cluster's kwok
+# nodes (scripts/k8s/cluster.sh up && scripts/k8s/cluster.sh kwok 100, and
+# eval "$(scripts/k8s/cluster.sh env)") killed by one run.
+if [ -n "${DOCKER_N:-}" ]; then
+  CHAOS_BIN=$bin N=$DOCKER_N RUNS=${DOCKER_RUNS:-3} scripts/docker-scale.sh
+fi
+if [ -n "${K8S_PODS:-}" ]; then
+  CHAOS_K8S_BENCH_PODS=$K8S_PODS go test ./test/kubernetes -run '^$' -bench PodsAtScale -benchtime 1x -timeout 90m -v
+fi

@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 
 // cluster returns a client of the test cluster; without one the test
 // skips, unless $CI is set, where the test command must have started it.
-func cluster(t *testing.T) kubernetes.Interface {
+func cluster(t testing.TB) kubernetes.Interface {
 	t.Helper()
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
 	var cs *kubernetes.Clientset
@@ -109,7 +109,7 @@ func chaos(t *testing.T, runs string, args ...string) result {
 	return r
 }
 
-func verdictOf(t *testing.T, dir string) string {
+func verdictOf(t testing.TB, dir string) string {
 	t.Helper()
 	var v rundir.Verdict
 	if err := rundir.ReadJSON(filepath.Join(dir, "verdict.json"), &v); err != nil {

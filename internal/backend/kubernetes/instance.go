@@ -195,6 +195,8 @@ func (b *Backend) podSpec(name, cm, image string, spec backend.InstanceSpec) *co
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicy(o.restartPolicy),
+			NodeSelector:                  o.nodeSelector,
+			Tolerations:                   o.tolerations,
 			ShareProcessNamespace:         &yes,
 			TerminationGracePeriodSeconds: &grace,
 			AutomountServiceAccountToken:  &no,
@@ -349,7 +351,9 @@ func (in *instance) observe(p *corev1.Pod) {
 		}
 		switch {
 		case in.ended:
-		case st.State.Running != nil && st.ContainerID != in.mainID:
+		// A simulated node (kwok) reports a running container without an
+		// id: its first report still starts the instance.
+		case st.State.Running != nil && (st.ContainerID != in.mainID || !in.ran):
 			in.mainID = st.ContainerID
 			reason := "Started"
 			if in.ran {
@@ -439,6 +443,14 @@ func (in *instance) Kill(ctx context.Context) error {
 	in.killed = true
 	down, cid := in.down, in.mainID
 	in.mu.Unlock()
+	if in.b.opts.noExec {
+		// No exec: the kill is the pod's deletion, with no grace; the
+		// informer's delete ends the instance as Killed(SIGKILL).
+		if err := in.b.deletePod(ctx, in.pod, 0); err != nil {
+			return fmt.Errorf("instance %s: %w", in.spec.Name, err)
+		}
+		return in.waitUntil(ctx, "its pod to go", func() bool { return in.ended })
+	}
 	if err := in.b.exec(ctx, in.pod, collectorContainer, []string{"touch", endMark}, nil); err != nil {
 		return fmt.Errorf("instance %s: %w", in.spec.Name, err)
 	}
@@ -458,6 +470,9 @@ func (in *instance) Kill(ctx context.Context) error {
 func (in *instance) Down(ctx context.Context, d backend.Down) error {
 	if !in.restartable() {
 		return fmt.Errorf("instance %s: restartPolicy Never: %w", in.spec.Name, backend.ErrUnsupported)
+	}
+	if in.b.opts.noExec {
+		return fmt.Errorf("instance %s: options.exec is false: %w", in.spec.Name, backend.ErrUnsupported)
 	}
 	if d.Hold {
 		return fmt.Errorf("instance %s: kubelet restarts a container at once: %w", in.spec.Name, backend.ErrUnsupported)
@@ -535,6 +550,9 @@ func (in *instance) Thaw(ctx context.Context) error   { return backend.ErrUnsupp
 // tar, extracted safely), and saves the logs of the main container
 // (container.log) and of each sidecar (<role>.log).
 func (in *instance) Collect(ctx context.Context) error {
+	if in.b.opts.noExec {
+		return nil // options.exec false: nothing can be read from the pod
+	}
 	var errs []error
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -626,6 +644,9 @@ func (in *instance) RequestStop(ctx context.Context) error {
 	in.mu.Unlock()
 	if ended {
 		return nil
+	}
+	if in.b.opts.noExec {
+		return fmt.Errorf("instance %s: options.exec is false: %w", in.spec.Name, backend.ErrUnsupported)
 	}
 	f := path.Join(outputDir, backend.StopFile)
 	return in.b.exec(ctx, in.pod, collectorContainer, []string{"/bin/sh", "-c", `mkdir -p "$(dirname "$1")" && touch "$1"`, "stop", f}, nil)

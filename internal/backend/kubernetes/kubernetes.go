@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -88,6 +89,9 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 		return err.Error()
 	}
 	never := o.restartPolicy == "Never"
+	if o.noExec && (on == backend.OnInstances || k == backend.Container) && fault != experiment.FaultKill {
+		return "options.exec is false: a pod's containers cannot be reached, so only kill (the pod's deletion) acts on an instance"
+	}
 	if experiment.IsNetworkFault(fault) {
 		// network.go: the pod's namespace, from this machine.
 		if on == backend.OnRole && k == backend.Container {
@@ -124,10 +128,18 @@ type options struct {
 	burst          int
 	pullPolicy     string
 	collectorImage string
+	// nodeSelector and tolerations place the run's pods (on kwok's
+	// simulated nodes, say).
+	nodeSelector map[string]string
+	tolerations  []corev1.Toleration
+	// noExec: the pods' containers cannot be exec'd into or read (nodes
+	// simulated by kwok have no containers): a kill deletes the pod, and
+	// no output or log is collected.
+	noExec bool
 }
 
 // optionKeys are the keys an adapter's options may have.
-var optionKeys = []string{"kubeconfig", "namespace", "restart-policy", "image-pull-policy", "collector-image", "cpu", "memory", "memory-limit", "grace", "qps", "burst"}
+var optionKeys = []string{"kubeconfig", "namespace", "restart-policy", "image-pull-policy", "collector-image", "cpu", "memory", "memory-limit", "grace", "qps", "burst", "node-selector", "tolerations", "exec"}
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
@@ -175,6 +187,14 @@ func parseOptions(m map[string]string) (options, error) {
 			o.qps = float32(f)
 		case "burst":
 			o.burst, err = strconv.Atoi(v)
+		case "node-selector":
+			o.nodeSelector, err = parseNodeSelector(v)
+		case "tolerations":
+			o.tolerations, err = parseTolerations(v)
+		case "exec":
+			var yes bool
+			yes, err = strconv.ParseBool(v)
+			o.noExec = !yes
 		default:
 			err = fmt.Errorf("unknown option%s; the kubernetes backend reads %s", manifestHint(k), strings.Join(optionKeys, ", "))
 		}
@@ -183,6 +203,46 @@ func parseOptions(m map[string]string) (options, error) {
 		}
 	}
 	return o, nil
+}
+
+// parseNodeSelector reads "key=value,key=value".
+func parseNodeSelector(v string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q: expected key=value[,key=value...]", v)
+		}
+		m[k] = val
+	}
+	return m, nil
+}
+
+// parseTolerations reads "key[=value][:effect],...": without a value the
+// toleration matches the key with any value (operator Exists), without an
+// effect any effect.
+func parseTolerations(v string) ([]corev1.Toleration, error) {
+	var out []corev1.Toleration
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		kv, effect, _ := strings.Cut(item, ":")
+		k, val, hasVal := strings.Cut(kv, "=")
+		if k == "" {
+			return nil, fmt.Errorf("%q: expected key[=value][:effect][,...]", v)
+		}
+		t := corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists}
+		if hasVal {
+			t.Operator, t.Value = corev1.TolerationOpEqual, val
+		}
+		switch e := corev1.TaintEffect(effect); e {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+			t.Effect = e
+		default:
+			return nil, fmt.Errorf("%q: effect %q: expected NoSchedule, PreferNoSchedule or NoExecute", v, effect)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 func manifestHint(k string) string {
