@@ -25,8 +25,24 @@ hyperfine --warmup 1 --runs "${CAMPAIGN_RUNS:-5}" --export-markdown "${OUT:-/dev
   -n 'chaos run --count 20 (noop)' "$bin run --count 20 --adapter local --runs-dir $runs $runs/noop.yaml" \
   -n 'shell loop of 20 chaos run (noop)' "for i in \$(seq 20); do $bin run --plain --adapter local --runs-dir $runs $runs/noop.yaml; done"
 
+# The offline tools on a large run (issue 16: 99,116 events, 9,000
+# operation applications, 1,114 scrapes of 31 families), against jq reading
+# the same two files (the timeline and the scrapes).
+command -v jq >/dev/null || { echo "jq is not installed: apt-get install -y jq"; exit 2; }
+BIGRUN_DIR="$runs/big" go test -count=1 -run '^TestWrite$' ./internal/rundir/bigrun/ >/dev/null
+big=$(ls -d "$runs"/big/restart-storm/*)
+hyperfine --warmup 1 --runs "${BIG_RUNS:-5}" --export-markdown "${OUT:-/dev/stdout}" \
+  -n 'jq reads timeline and scrapes' "jq -c . $big/timeline.jsonl >/dev/null; jq -c . $big/system/metrics/gateway.jsonl >/dev/null" \
+  -n 'cat of the same files' "cat $big/timeline.jsonl $big/system/metrics/gateway.jsonl >/dev/null" \
+  -n 'evaluate (large run)' "$bin evaluate -q $big" \
+  -n 'report (large run)' "$bin report $big" \
+  -n 'export (large run)' "$bin export $big -o $runs/big.om" \
+  -n 'share (large run)' "$bin share $big -o $runs/big.md"
+echo "report.html of the large run: $(stat -c %s "$big/report.html") bytes"
+
 go test -run '^$' -bench 'SignalLatency|ReceiveHTTP|Report' -benchtime "${BENCHTIME:-1x}" \
   ./internal/observe/ ./internal/otlp/ ./internal/report/
+go test -run '^$' -bench 'Large' -benchtime "${BENCHTIME:-1x}" ./internal/cli/
 go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaign/
 
 # At scale (each opt-in, for they take minutes): DOCKER_N containers

@@ -87,7 +87,8 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 	// What the run itself says it ran: the copy of the experiment, else
 	// run.started.
 	var runExperiment, runAdapter string
-	if events, err := d.ReadTimeline(); err == nil || len(events) > 0 {
+	events, timelineErr := d.ReadTimeline()
+	if timelineErr == nil || len(events) > 0 {
 		for i := range events {
 			if events[i].Name == "run.started" {
 				runExperiment, runAdapter = events[i].String("experiment"), events[i].String("adapter")
@@ -148,6 +149,7 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		Env:                   s.st.Env,
 		RefuseExperimentShell: refuseX,
 		RefuseAdapterChecks:   refuseA,
+		Timeline:              &verdict.Timeline{Events: events, Err: timelineErr},
 		Refusal:               refusal(runPath, refuseX, refuseA),
 	})
 	if err != nil {

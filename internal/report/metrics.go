@@ -33,8 +33,10 @@ type chart struct {
 	MoreNames                      string
 	YTicks                         []tick // X holds the y position
 	Ticks                          []tick
-	Bands                          []gbar
-	Note                           string
+	// Bands are the operation bands, the same for every chart: the
+	// page draws them once (page.ChartBands) and each chart uses them.
+	Bands []gbar
+	Note  string
 	// Fails mark the failed scrapes of the chart's source along its
 	// bottom.
 	Fails []gmark

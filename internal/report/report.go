@@ -135,6 +135,9 @@ type page struct {
 	Charts            []*chart
 	MissingFocus      []string
 	ChartNote         string
+	// ChartBands are the operation bands every chart shows: drawn once,
+	// in a shared layer each chart's svg uses.
+	ChartBands []gbar
 
 	Checks   []checkRow
 	Errors   []string
@@ -289,6 +292,9 @@ func build(r *runview.Run) *page {
 	p.Charts, p.MissingFocus, p.ChartNote = buildCharts(r, span)
 	for _, c := range p.Charts {
 		p.Steady = append(p.Steady, c.Steady...)
+		if p.ChartBands == nil {
+			p.ChartBands = c.Bands
+		}
 	}
 	p.Charts, p.MoreCharts = splitCharts(p.Charts)
 	p.Failures = buildFailures(r, append(append([]*chart{}, p.Charts...), p.MoreCharts...), span)

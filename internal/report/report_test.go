@@ -188,7 +188,15 @@ func TestReportStructure(t *testing.T) {
 		t.Errorf("%d Running bars, want 7", len(running))
 	}
 
-	// A chart per family, the focus family first, each with the band.
+	// A chart per family, the focus family first, each with the band: the
+	// bands are drawn once, in a shared layer every chart uses.
+	layer := find(doc, func(n *html.Node) bool { return n.Data == "g" && attr(n, "id") == "op-bands" })
+	if len(layer) != 1 {
+		t.Fatalf("%d shared layers of operation bands, want 1", len(layer))
+	}
+	if bands := find(layer[0], func(n *html.Node) bool { return hasClass(n, "band") && attr(n, "fill") == "#dc2626" }); len(bands) != 1 {
+		t.Errorf("the shared layer has %d operation bands, want 1", len(bands))
+	}
 	charts := find(doc, func(n *html.Node) bool { return n.Data == "div" && hasClass(n, "chart") })
 	var fams []string
 	for _, c := range charts {
@@ -198,8 +206,8 @@ func TestReportStructure(t *testing.T) {
 			t.Errorf("chart %s has %d svgs", attr(c, "data-family"), len(svg))
 			continue
 		}
-		if bands := find(svg[0], func(n *html.Node) bool { return hasClass(n, "band") && attr(n, "fill") == "#dc2626" }); len(bands) != 1 {
-			t.Errorf("chart %s has %d operation bands, want 1", attr(c, "data-family"), len(bands))
+		if uses := find(svg[0], func(n *html.Node) bool { return n.Data == "use" && attr(n, "href") == "#op-bands" }); len(uses) != 1 {
+			t.Errorf("chart %s uses the operation bands %d times, want 1", attr(c, "data-family"), len(uses))
 		}
 		if paths := find(svg[0], func(n *html.Node) bool { return n.Data == "path" && attr(n, "d") != "" }); len(paths) == 0 {
 			t.Errorf("chart %s draws no series", attr(c, "data-family"))

@@ -195,7 +195,7 @@ func ParseTimeline(r io.Reader, name string) ([]Event, error) {
 			return pendingErr
 		}
 		var e Event
-		if err := json.Unmarshal(b, &e); err != nil {
+		if err := parseEvent(b, &e); err != nil {
 			pendingErr = fmt.Errorf("%s:%d: %v", name, line, err)
 			return nil
 		}

@@ -322,7 +322,11 @@ func (ev *evaluator) familiesNeverSeen() []string {
 	}
 	seen := map[string]bool{}
 	for _, f := range files {
-		scrapes, _ := ev.d.ReadScrapes(strings.TrimSuffix(path.Base(f), ".jsonl"))
+		name := strings.TrimSuffix(path.Base(f), ".jsonl")
+		scrapes, ok := ev.scrapeCache[name] // read already by a metric check
+		if !ok {
+			scrapes, _ = ev.d.ReadScrapes(name)
+		}
 		for _, sc := range scrapes {
 			for name := range sc.Families {
 				seen[name] = true

@@ -82,6 +82,17 @@ type Options struct {
 	RefuseExperimentShell, RefuseAdapterChecks bool
 	// Refusal says why a check was not run and how to run it.
 	Refusal string
+
+	// Timeline, when set, is the run's timeline as the caller already read
+	// it (rundir.Dir.ReadTimeline's events and error), so that a large
+	// timeline is not parsed twice.
+	Timeline *Timeline
+}
+
+// Timeline is what rundir.Dir.ReadTimeline returned.
+type Timeline struct {
+	Events []rundir.Event
+	Err    error
 }
 
 // Evaluate decides the verdict of the run in d with experiment x and adapter
@@ -105,7 +116,12 @@ func Evaluate(ctx context.Context, d *rundir.Dir, x *experiment.Experiment, a *a
 	}
 	rd := &rundir.Dir{Root: root}
 	defer rd.Close()
-	events, err := rd.ReadTimeline()
+	var events []rundir.Event
+	if opt.Timeline != nil {
+		events, err = opt.Timeline.Events, opt.Timeline.Err
+	} else {
+		events, err = rd.ReadTimeline()
+	}
 	var pathErr *fs.PathError
 	if err != nil && errors.As(err, &pathErr) {
 		return nil, fmt.Errorf("reading the timeline: %w", err)

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chaos-harness/chaos/internal/rundir/bigrun"
+)
+
+// The offline tools on the large run of issue 16 (bigrun.Default: 99,116
+// events, 9,000 operation applications, 1,114 scrapes of 31 families).
+// scripts/bench.sh compares the same commands with jq reading the files.
+
+var bigOnce struct {
+	sync.Once
+	dir, root string
+	err       error
+}
+
+// bigRun writes the large run once per test binary; each benchmark works
+// on a copy of nothing: evaluate adds a file under evaluations/, report
+// rewrites report.html, the others write to a temporary file.
+func bigRun(b *testing.B) string {
+	bigOnce.Do(func() {
+		bigOnce.dir, bigOnce.err = os.MkdirTemp("", "chaos-bigrun-")
+		if bigOnce.err == nil {
+			bigOnce.root, bigOnce.err = bigrun.Write(bigOnce.dir, bigrun.Default)
+		}
+	})
+	if bigOnce.err != nil {
+		b.Fatal(bigOnce.err)
+	}
+	return bigOnce.root
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bigOnce.dir != "" {
+		os.RemoveAll(bigOnce.dir)
+	}
+	os.Exit(code)
+}
+
+func benchCLI(b *testing.B, want int, args ...string) {
+	b.Helper()
+	b.Setenv("CHAOS_ADAPTERS_DIR", "")
+	for b.Loop() {
+		var out, errb bytes.Buffer
+		if code := mainTest(args, strings.NewReader(""), &out, &errb); code != want {
+			b.Fatalf("chaos %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, errb.String())
+		}
+	}
+}
+
+func BenchmarkEvaluateLarge(b *testing.B) {
+	root := bigRun(b)
+	benchCLI(b, 0, "evaluate", "-q", root)
+	os.RemoveAll(filepath.Join(root, "evaluations"))
+}
+
+func BenchmarkReportLarge(b *testing.B) {
+	root := bigRun(b)
+	benchCLI(b, 0, "report", root)
+	st, err := os.Stat(filepath.Join(root, "report.html"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(st.Size())/(1<<20), "MB")
+	b.ReportMetric(float64(st.Size()), "bytes")
+}
+
+func BenchmarkExportLarge(b *testing.B) {
+	root := bigRun(b)
+	benchCLI(b, 0, "export", root, "-o", filepath.Join(b.TempDir(), "run.om"))
+}
+
+func BenchmarkShareLarge(b *testing.B) {
+	root := bigRun(b)
+	benchCLI(b, 0, "share", root, "-o", filepath.Join(b.TempDir(), "run.md"))
+}
