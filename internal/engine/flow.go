@@ -332,7 +332,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 	case <-timeout:
 		e.rec.Record("instance.timeout", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("timeout", w.Timeout.String()))
 		kctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := inst.Kill(kctx); err != nil && !errors.Is(err, backend.ErrUnsupported) {
+		if err := inst.Kill(kctx); err != nil && !errors.Is(err, backend.ErrUnsupported) && !errors.Is(err, backend.ErrEnded) {
 			runErr = fmt.Errorf("killing timed-out instance %s: %w", h.name, err)
 		}
 		cancel()
