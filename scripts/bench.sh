@@ -28,3 +28,10 @@ hyperfine --warmup 1 --runs "${CAMPAIGN_RUNS:-5}" --export-markdown "${OUT:-/dev
 go test -run '^$' -bench 'SignalLatency|ReceiveHTTP|Report' -benchtime "${BENCHTIME:-1x}" \
   ./internal/observe/ ./internal/otlp/ ./internal/report/
 go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaign/
+
+# Faults on many local instances (kill, freeze, restart-in-place of all:
+# first-to-last spread, share reached, harness CPU per instance) and many
+# short instances against a shell that starts the same (ratio, RSS, lost
+# events). BENCH_N=10,100 keeps it short (CI); the goals are for 1,000.
+CHAOS_BENCH_N="${BENCH_N:-10,100,1000}" go test -run '^$' -bench 'FaultAll|ManyInstances' \
+  -benchtime "${SCALE_BENCHTIME:-1x}" -timeout 60m ./internal/engine/
