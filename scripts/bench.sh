@@ -56,3 +56,10 @@ fi
 if [ -n "${K8S_PODS:-}" ]; then
   CHAOS_K8S_BENCH_PODS=$K8S_PODS go test ./test/kubernetes -run '^$' -bench PodsAtScale -benchtime 1x -timeout 90m -v
 fi
+
+# Faults on many local instances (kill, freeze, restart-in-place of all:
+# first-to-last spread, share reached, harness CPU per instance) and many
+# short instances against a shell that starts the same (ratio, RSS, lost
+# events). BENCH_N=10,100 keeps it short (CI); the goals are for 1,000.
+CHAOS_BENCH_N="${BENCH_N:-10,100,1000}" go test -run '^$' -bench 'FaultAll|ManyInstances' \
+  -benchtime "${SCALE_BENCHTIME:-1x}" -timeout 60m ./internal/engine/

@@ -60,6 +60,12 @@ var ErrUnsupported = errors.New("not supported by this backend")
 // bring back.
 var ErrGone = errors.New("it no longer exists")
 
+// ErrEnded is returned by an instance's Kill when the instance had ended
+// by itself before the kill reached it: a fault that selected it did not
+// act on it. Callers that only want it ended (a timeout, cleanup) ignore
+// it.
+var ErrEnded = errors.New("it had ended by itself before the kill reached it")
+
 // Kind is what a handle is on its system: the type of an adapter's
 // targets and roles.
 type Kind string
@@ -119,7 +125,9 @@ type Instance interface {
 	// Failed, or deleted), never while it is down for a restart.
 	Done() <-chan struct{}
 	// Kill ends the instance at once, also while it is down; it ends
-	// Failed and is not started again.
+	// Failed and is not started again. A backend that can tell returns
+	// ErrEnded when the instance ended by itself before the kill reached
+	// it.
 	Kill(ctx context.Context) error
 	// Collect leaves the instance's output in its OutputDir.
 	Collect(ctx context.Context) error

@@ -46,7 +46,7 @@ func (e *engine) cleanup(ctx context.Context) {
 			if !ended {
 				e.rec.Record("instance.stopping", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("reason", "flow ended"))
 				// A backend that cannot kill leaves it to its delete.
-				if err := inst.Kill(ctx); err != nil && !errors.Is(err, backend.ErrUnsupported) {
+				if err := inst.Kill(ctx); err != nil && !errors.Is(err, backend.ErrUnsupported) && !errors.Is(err, backend.ErrEnded) {
 					e.errorf("stopping instance %s: %v", h.name, err)
 				}
 			}

@@ -212,6 +212,11 @@ func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
 					return false, nil
 				}
 			case experiment.CondRunning:
+				// Running is impossible once an instance has ended: say so
+				// at once, not after waiting for the others.
+				if in.state.Terminal() {
+					return false, fmt.Errorf("instance %s ended (%s) before all of %s were running", in.name, in.state, w.Workload)
+				}
 				if in.state != backend.Running {
 					return false, nil
 				}
@@ -225,14 +230,6 @@ func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
 				}
 				if in.state != backend.Succeeded {
 					return false, nil
-				}
-			}
-		}
-		// Running is impossible once an instance has ended.
-		if w.Condition == experiment.CondRunning {
-			for _, in := range insts {
-				if in.state.Terminal() {
-					return false, fmt.Errorf("instance %s ended (%s) before all of %s were running", in.name, in.state, w.Workload)
 				}
 			}
 		}
@@ -332,7 +329,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 	case <-timeout:
 		e.rec.Record("instance.timeout", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("timeout", w.Timeout.String()))
 		kctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if err := inst.Kill(kctx); err != nil && !errors.Is(err, backend.ErrUnsupported) {
+		if err := inst.Kill(kctx); err != nil && !errors.Is(err, backend.ErrUnsupported) && !errors.Is(err, backend.ErrEnded) {
 			runErr = fmt.Errorf("killing timed-out instance %s: %w", h.name, err)
 		}
 		cancel()

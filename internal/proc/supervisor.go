@@ -881,9 +881,11 @@ func (p *Process) WaitGone(ctx context.Context) error {
 }
 
 // zombieChildrenWhere lists the harness's zombie children for which keep
-// holds.
+// holds. Registered children (other instances' leaders, whose statuses
+// are theirs) are skipped unread: every instance's WaitGone calls this, so
+// reading each child's stat would make a kill of N instances cost N².
 func zombieChildrenWhere(self int, keep func(procStat) bool) []int {
-	kids, err := childStats(self)
+	kids, err := theReaper.unregisteredChildren(self)
 	if err != nil {
 		return nil
 	}

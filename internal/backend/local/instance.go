@@ -129,19 +129,27 @@ func (in *instance) current() (p *proc.Process, exited chan struct{}, down, ende
 
 // Kill ends the instance: all of it is killed (its cgroup, or its process
 // group and marked descendants), or, while it is down, it is ended where it
-// lies. It returns once nothing of it is left (see gone).
+// lies. It returns once nothing of it is left (see gone). An instance that
+// ended by itself before the kill reached it (its wrapper exited rather
+// than died of the SIGKILL) is ended all the same, but Kill says so
+// (backend.ErrEnded): a kill fault that did not act must not pass for one
+// that did.
 func (in *instance) Kill(ctx context.Context) error {
-	p, _, down, ended := in.current()
-	if ended {
-		return nil
+	in.mu.Lock()
+	p, down, ended, killed := in.p, in.down, in.ended, in.killed
+	if !ended && !down {
+		in.killed = true
 	}
-	if down {
+	in.mu.Unlock()
+	switch {
+	case ended && killed:
+		return nil
+	case ended:
+		return fmt.Errorf("instance %s: %w", in.spec.Name, backend.ErrEnded)
+	case down:
 		in.end(backend.Failed, "Killed(SIGKILL)")
 		return nil
 	}
-	in.mu.Lock()
-	in.killed = true
-	in.mu.Unlock()
 	// SIGKILL works on stopped and frozen processes too.
 	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
@@ -151,7 +159,13 @@ func (in *instance) Kill(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("instance %s: waiting for it to end after SIGKILL: %w", in.spec.Name, ctx.Err())
 	}
-	return in.gone(ctx, p)
+	if err := in.gone(ctx, p); err != nil {
+		return err
+	}
+	if _, signaled, sig := p.ExitStatus(); !signaled || sig != syscall.SIGKILL {
+		return fmt.Errorf("instance %s: %w", in.spec.Name, backend.ErrEnded)
+	}
+	return nil
 }
 
 // gone waits until nothing of the process p started is left, not even a
@@ -273,7 +287,10 @@ func (in *instance) Collect(ctx context.Context) error { return nil }
 func (in *instance) Delete(ctx context.Context) error {
 	p, _, _, ended := in.current()
 	if !ended {
-		return in.Kill(ctx)
+		// It may end by itself meanwhile: either way it is ended now.
+		if err := in.Kill(ctx); !errors.Is(err, backend.ErrEnded) {
+			return err
+		}
 	}
 	// What outlived the script: in its cgroup whatever it did, else in its
 	// group or carrying its marker. After a kill it is dying, not left.
