@@ -85,3 +85,14 @@ go test -run='^$' -fuzz='^FuzzParseScrapes$' -fuzztime="$readfuzztime" -fuzzmini
 go test -run='^$' -fuzz='^FuzzReadManifest$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
 go test -run='^$' -fuzz='^FuzzReadVerdict$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
 go test -run='^$' -fuzz='^FuzzLoad$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/runview/
+
+# A regression guard CI can afford: every benchmark of a hot path once, with
+# small inputs where it takes a size. The figures stay in the log and in
+# artifacts/bench.txt (CI keeps it), so a tenfold slowdown shows; what they
+# are on a quiet machine is in docs/performance.md. No figure fails the
+# run: a shared machine's timings are too noisy for a threshold.
+mkdir -p artifacts
+CHAOS_BENCH_N="${CHAOS_BENCH_N:-50}" go test -run='^$' -benchtime=1x -timeout 20m \
+  -bench='^Benchmark(KillAll|SignalOne|FaultAll|ManyInstances|SignalLatency|ReceiveHTTP|Report|ParseManyKeys|EvaluateLarge|ReportLarge|ExportLarge|ShareLarge|CampaignOverhead)$' \
+  ./internal/proc/ ./internal/engine/ ./internal/observe/ ./internal/otlp/ ./internal/report/ ./internal/experiment/ ./internal/cli/ ./internal/campaign/ |
+  tee artifacts/bench.txt
