@@ -147,7 +147,9 @@ func Prove(t *testing.T, r Run) []string {
 	}
 
 	// reset: a connection made before is reset, a new one refused.
-	held, err := net.DialTimeout("tcp", a0, time.Second)
+	// As after the loss: the first SYN may meet a half-open port and be
+	// retransmitted after 1s; the reset comes 3s after the loss ended.
+	held, err := net.DialTimeout("tcp", a0, 2500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
