@@ -150,77 +150,18 @@ func OpenMetrics(w io.Writer, runs []*runview.Run) (*Report, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fam := fams[n]
-		mf := fam.metricFamily(rep)
-		if len(mf.Metric) == 0 {
-			continue
-		}
-		rep.Families++
-		if _, err := expfmt.MetricFamilyToOpenMetrics(bw, mf); err != nil {
+		some, err := fams[n].write(bw, rep)
+		if err != nil {
 			return nil, fmt.Errorf("writing family %s: %w", n, err)
+		}
+		if some {
+			rep.Families++
 		}
 	}
 	if _, err := expfmt.FinalizeOpenMetrics(bw); err != nil {
 		return nil, err
 	}
 	return rep, bw.Flush()
-}
-
-// metricFamily builds the family's protobuf: its series in label order,
-// each series's points in time order, one point per timestamp.
-func (f *family) metricFamily(rep *Report) *dto.MetricFamily {
-	mf := &dto.MetricFamily{Name: proto.String(f.name), Type: dtoType(f.typ).Enum()}
-	if f.help != "" {
-		mf.Help = proto.String(f.help)
-	}
-	keys := make([]string, 0, len(f.series))
-	for k := range f.series {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		se := f.series[k]
-		sort.SliceStable(se.points, func(i, j int) bool { return se.points[i].ms < se.points[j].ms })
-		widest := 0
-		for i, p := range se.points {
-			// Two scrapes in one millisecond: keep the later.
-			if i+1 < len(se.points) && se.points[i+1].ms == p.ms {
-				continue
-			}
-			mf.Metric = append(mf.Metric, metric(f.typ, se.labels, p))
-			n := lines(f.typ, p.sample)
-			rep.Samples += n
-			widest = max(widest, n)
-		}
-		rep.Series += widest
-	}
-	return mf
-}
-
-func metric(typ string, labels []*dto.LabelPair, p point) *dto.Metric {
-	m := &dto.Metric{Label: labels, TimestampMs: proto.Int64(p.ms)}
-	s := p.sample
-	switch typ {
-	case "counter":
-		m.Counter = &dto.Counter{Value: proto.Float64(float64(*s.Value))}
-	case "gauge":
-		m.Gauge = &dto.Gauge{Value: proto.Float64(float64(*s.Value))}
-	case "histogram":
-		h := &dto.Histogram{SampleCount: proto.Uint64(count(s)), SampleSum: proto.Float64(sum(s))}
-		for _, b := range s.Buckets {
-			h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(float64(b.LE)), CumulativeCount: proto.Uint64(b.Count)})
-		}
-		m.Histogram = h
-	case "summary":
-		q := &dto.Summary{SampleCount: proto.Uint64(count(s)), SampleSum: proto.Float64(sum(s))}
-		for _, x := range s.Quantiles {
-			q.Quantile = append(q.Quantile, &dto.Quantile{Quantile: proto.Float64(x.Q), Value: proto.Float64(float64(x.Value))})
-		}
-		m.Summary = q
-	default:
-		m.Untyped = &dto.Untyped{Value: proto.Float64(float64(*s.Value))}
-	}
-	return m
 }
 
 // lines is how many samples a point is in OpenMetrics: a histogram's
