@@ -3,6 +3,7 @@ package export
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -20,7 +21,17 @@ import (
 // per series, bucket bound and quantile), then the value and the
 // timestamp formatted as expfmt formats them. It says whether the family
 // had samples; it writes nothing when not.
-func (f *family) write(bw *bufio.Writer, rep *Report) (bool, error) {
+func (f *family) write(bw *bufio.Writer, rep *Report) (wrote bool, err error) {
+	// A template expfmt refuses (render) ends this family with the error.
+	defer func() {
+		if r := recover(); r != nil {
+			te, ok := r.(templateError)
+			if !ok {
+				panic(r)
+			}
+			wrote, err = true, fmt.Errorf("writing %s: %w", f.name, te.err)
+		}
+	}()
 	if len(f.series) == 0 {
 		return false, nil
 	}
@@ -89,6 +100,9 @@ func (f *family) write(bw *bufio.Writer, rep *Report) (bool, error) {
 	return true, nil
 }
 
+// templateError is what render panics with, for write to recover.
+type templateError struct{ err error }
+
 // templates are the name-and-labels parts of a series's sample lines, as
 // expfmt writes them.
 type templates struct {
@@ -109,9 +123,10 @@ func (t *templates) render(m *dto.Metric) []string {
 	var b bytes.Buffer
 	mf := &dto.MetricFamily{Name: proto.String(t.name), Type: t.typ.Enum(), Metric: []*dto.Metric{m}}
 	if _, err := expfmt.MetricFamilyToOpenMetrics(&b, mf); err != nil {
-		// The family's own header was written without error, and the
-		// template has what its type needs.
-		panic(err)
+		// Not expected: the family's own header was written without
+		// error, and the template has what its type needs. write
+		// recovers it as the family's error.
+		panic(templateError{err})
 	}
 	ls := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")[1:] // after # TYPE
 	for i, l := range ls {
