@@ -82,6 +82,7 @@ go test -run='^$' -fuzz='^FuzzParseAdapter$' -fuzztime="$fuzztime" -fuzzminimize
 readfuzztime="${FUZZTIME:-10s}"
 go test -run='^$' -fuzz='^FuzzParseTimeline$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
 go test -run='^$' -fuzz='^FuzzParseScrapes$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
+go test -run='^$' -fuzz='^FuzzParseScrape$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
 go test -run='^$' -fuzz='^FuzzReadManifest$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
 go test -run='^$' -fuzz='^FuzzReadVerdict$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/rundir/
 go test -run='^$' -fuzz='^FuzzLoad$' -fuzztime="$readfuzztime" -fuzzminimizetime=3s ./internal/runview/

@@ -24,7 +24,7 @@ var bigOnce struct {
 // bigRun writes the large run once per test binary; each benchmark works
 // on a copy of nothing: evaluate adds a file under evaluations/, report
 // rewrites report.html, the others write to a temporary file.
-func bigRun(b *testing.B) string {
+func bigRun(b testing.TB) string {
 	bigOnce.Do(func() {
 		bigOnce.dir, bigOnce.err = os.MkdirTemp("", "chaos-bigrun-")
 		if bigOnce.err == nil {
@@ -81,4 +81,26 @@ func BenchmarkExportLarge(b *testing.B) {
 func BenchmarkShareLarge(b *testing.B) {
 	root := bigRun(b)
 	benchCLI(b, 0, "share", root, "-o", filepath.Join(b.TempDir(), "run.md"))
+}
+
+// TestReportLargeUnder5MB: report.html of the large run stays under 5 MB
+// (issue 16). Sizes are deterministic; the time it takes is the
+// benchmark's.
+func TestReportLargeUnder5MB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes the large run")
+	}
+	t.Setenv("CHAOS_ADAPTERS_DIR", "")
+	root := bigRun(t)
+	var out, errb bytes.Buffer
+	if code := mainTest([]string{"report", root}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("chaos report: exit %d\n%s", code, errb.String())
+	}
+	st, err := os.Stat(filepath.Join(root, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() >= 5<<20 {
+		t.Errorf("report.html of the large run is %d bytes, want under %d", st.Size(), 5<<20)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +76,8 @@ func OpenMetrics(w io.Writer, runs []*runview.Run) (*Report, error) {
 	fams := map[string]*family{}
 	warned := map[string]bool{}
 	seen := map[string]bool{}
+	var pairs []labelPair
+	var kb []byte
 	for _, r := range runs {
 		id := r.ExperimentID() + "/" + r.RunID
 		if seen[id] {
@@ -87,13 +90,13 @@ func OpenMetrics(w io.Writer, runs []*runview.Run) (*Report, error) {
 			if err != nil && (len(scrapes) == 0 || rundir.IsEscape(err)) {
 				return nil, fmt.Errorf("reading %s metrics of run %s: %w", src, r.RunID, err)
 			}
+			basePairs := []labelPair{
+				{LabelExperiment, r.ExperimentID()},
+				{LabelRun, r.RunID},
+				{LabelSource, src},
+			}
 			help := helps(r, src)
 			types := r.Types(src)
-			base := []*dto.LabelPair{
-				{Name: proto.String(LabelExperiment), Value: proto.String(r.ExperimentID())},
-				{Name: proto.String(LabelRun), Value: proto.String(r.RunID)},
-				{Name: proto.String(LabelSource), Value: proto.String(src)},
-			}
 			for _, sc := range scrapes {
 				if !sc.OK {
 					rep.FailedScrapes++
@@ -125,11 +128,12 @@ func OpenMetrics(w io.Writer, runs []*runview.Run) (*Report, error) {
 						if !usable(typ, s) {
 							continue
 						}
-						labels := seriesLabels(typ, base, s.Labels)
-						key := labelKey(labels)
-						se := fam.series[key]
+						pairs = seriesPairs(typ, basePairs, s.Labels, pairs[:0])
+						kb = pairsKey(kb[:0], pairs)
+						se := fam.series[string(kb)]
 						if se == nil {
-							se = &series{key: key, labels: labels}
+							key := string(kb)
+							se = &series{key: key, labels: dtoPairs(pairs)}
 							fam.series[key] = se
 						}
 						se.points = append(se.points, point{ms, s})
@@ -146,77 +150,18 @@ func OpenMetrics(w io.Writer, runs []*runview.Run) (*Report, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fam := fams[n]
-		mf := fam.metricFamily(rep)
-		if len(mf.Metric) == 0 {
-			continue
-		}
-		rep.Families++
-		if _, err := expfmt.MetricFamilyToOpenMetrics(bw, mf); err != nil {
+		some, err := fams[n].write(bw, rep)
+		if err != nil {
 			return nil, fmt.Errorf("writing family %s: %w", n, err)
+		}
+		if some {
+			rep.Families++
 		}
 	}
 	if _, err := expfmt.FinalizeOpenMetrics(bw); err != nil {
 		return nil, err
 	}
 	return rep, bw.Flush()
-}
-
-// metricFamily builds the family's protobuf: its series in label order,
-// each series's points in time order, one point per timestamp.
-func (f *family) metricFamily(rep *Report) *dto.MetricFamily {
-	mf := &dto.MetricFamily{Name: proto.String(f.name), Type: dtoType(f.typ).Enum()}
-	if f.help != "" {
-		mf.Help = proto.String(f.help)
-	}
-	keys := make([]string, 0, len(f.series))
-	for k := range f.series {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		se := f.series[k]
-		sort.SliceStable(se.points, func(i, j int) bool { return se.points[i].ms < se.points[j].ms })
-		widest := 0
-		for i, p := range se.points {
-			// Two scrapes in one millisecond: keep the later.
-			if i+1 < len(se.points) && se.points[i+1].ms == p.ms {
-				continue
-			}
-			mf.Metric = append(mf.Metric, metric(f.typ, se.labels, p))
-			n := lines(f.typ, p.sample)
-			rep.Samples += n
-			widest = max(widest, n)
-		}
-		rep.Series += widest
-	}
-	return mf
-}
-
-func metric(typ string, labels []*dto.LabelPair, p point) *dto.Metric {
-	m := &dto.Metric{Label: labels, TimestampMs: proto.Int64(p.ms)}
-	s := p.sample
-	switch typ {
-	case "counter":
-		m.Counter = &dto.Counter{Value: proto.Float64(float64(*s.Value))}
-	case "gauge":
-		m.Gauge = &dto.Gauge{Value: proto.Float64(float64(*s.Value))}
-	case "histogram":
-		h := &dto.Histogram{SampleCount: proto.Uint64(count(s)), SampleSum: proto.Float64(sum(s))}
-		for _, b := range s.Buckets {
-			h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(float64(b.LE)), CumulativeCount: proto.Uint64(b.Count)})
-		}
-		m.Histogram = h
-	case "summary":
-		q := &dto.Summary{SampleCount: proto.Uint64(count(s)), SampleSum: proto.Float64(sum(s))}
-		for _, x := range s.Quantiles {
-			q.Quantile = append(q.Quantile, &dto.Quantile{Quantile: proto.Float64(x.Q), Value: proto.Float64(float64(x.Value))})
-		}
-		m.Summary = q
-	default:
-		m.Untyped = &dto.Untyped{Value: proto.Float64(float64(*s.Value))}
-	}
-	return m
 }
 
 // lines is how many samples a point is in OpenMetrics: a histogram's
@@ -286,10 +231,22 @@ func dtoType(t string) dto.MetricType {
 	return dto.MetricType_UNTYPED
 }
 
+// labelPair is a label before it becomes a dto.LabelPair: most samples
+// belong to a series already seen and need none.
+type labelPair struct{ name, value string }
+
 // seriesLabels are the sample's labels, the run's labels added; a system
 // label that clashes with a run label is renamed exported_<name>.
 func seriesLabels(typ string, base []*dto.LabelPair, own map[string]string) []*dto.LabelPair {
-	out := make([]*dto.LabelPair, 0, len(base)+len(own))
+	bp := make([]labelPair, 0, len(base))
+	for _, l := range base {
+		bp = append(bp, labelPair{l.GetName(), l.GetValue()})
+	}
+	return dtoPairs(seriesPairs(typ, bp, own, nil))
+}
+
+// seriesPairs is seriesLabels, appended to out.
+func seriesPairs(typ string, base []labelPair, own map[string]string, out []labelPair) []labelPair {
 	out = append(out, base...)
 	for k, v := range own {
 		switch k {
@@ -301,18 +258,30 @@ func seriesLabels(typ string, base []*dto.LabelPair, own map[string]string) []*d
 				continue
 			}
 		}
-		out = append(out, &dto.LabelPair{Name: proto.String(k), Value: proto.String(v)})
+		out = append(out, labelPair{k, v})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 
-func labelKey(l []*dto.LabelPair) string {
-	var b strings.Builder
-	for _, p := range l {
-		fmt.Fprintf(&b, "%s=%q,", p.GetName(), p.GetValue())
+func dtoPairs(pairs []labelPair) []*dto.LabelPair {
+	out := make([]*dto.LabelPair, len(pairs))
+	for i, p := range pairs {
+		out[i] = &dto.LabelPair{Name: proto.String(p.name), Value: proto.String(p.value)}
 	}
-	return b.String()
+	return out
+}
+
+// pairsKey appends the series key of pairs to b: name="value", (the value
+// quoted as %q does) for each.
+func pairsKey(b []byte, pairs []labelPair) []byte {
+	for _, p := range pairs {
+		b = append(b, p.name...)
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, p.value)
+		b = append(b, ',')
+	}
+	return b
 }
 
 // scrapeMillis is when a scrape was taken, in Unix milliseconds: its ts,

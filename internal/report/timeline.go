@@ -1,7 +1,9 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
+	"html/template"
 	"math"
 	"sort"
 	"strings"
@@ -44,6 +46,21 @@ type gantt struct {
 	// Marks are the lines of watchers, logs and failed scrapes, each a
 	// short vertical stroke on its source's row.
 	Marks []gmark
+	// Above compactBars bars, Bars is empty: Paths draw them, one path
+	// per row, class and colour, and Tips (JSON) gives the script what
+	// their tooltips say.
+	Paths []gpath
+	Tips  template.JS
+}
+
+// compactBars is the number of bars above which the timeline draws them
+// as paths, without a <title> each: a run of hours or with thousands of
+// operations would otherwise make report.html tens of megabytes.
+const compactBars = 2000
+
+// gpath is the bars of one row, class and colour, one subpath each.
+type gpath struct {
+	D, Class, Fill string
 }
 
 type grow struct {
@@ -67,7 +84,19 @@ type gbar struct {
 	X, W, Y, H   string
 	Fill, Class  string
 	Title, Label string
+
+	// Of a timeline bar, before it is printed: its row, its top and
+	// height, its times and the tooltip without them (run, if not 0,
+	// replaces the first runMark).
+	row, y, h int
+	s, e      float64
+	tip       string
+	run       int
 }
+
+// runMark stands for an operation's run number in a bar's tooltip, so
+// the applications of one operation on the same targets share a label.
+const runMark = "\x01"
 
 // gms is a milestone; the script moves it when the axis zooms, so it keeps
 // its shape.
@@ -107,15 +136,15 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 	when := func(s, e float64) string {
 		return fmt.Sprintf("%s → %s (%s) · %s → %s UTC", secs(s), secs(e), secs(e-s), r.Start.Add(dur(s)).UTC().Format("15:04:05.000"), r.Start.Add(dur(e)).UTC().Format("15:04:05.000"))
 	}
-	bar := func(y int, s, e float64, fill, class, title string, thin bool) gbar {
+	// bar is a bar of the row at y; its tooltip is tip and its times, and
+	// its coordinates are printed once it is known whether it is a
+	// <rect> or part of a path (see finishBars).
+	bar := func(y int, s, e float64, fill, class, tip string, thin bool) gbar {
 		h, off := barH, (rowH-barH)/2
 		if thin {
 			h, off = thinH, (rowH-thinH)/2
 		}
-		return gbar{
-			X: num(tx(s, span), 2), W: num(math.Max(0, tx(e, span)-tx(s, span)), 2),
-			Y: itoa(y + off), H: itoa(h), Fill: fill, Class: class, Title: title,
-		}
+		return gbar{row: y, y: y + off, h: h, s: s, e: e, Fill: fill, Class: class, tip: tip}
 	}
 	milestone := func(y int, t float64, fill, title string) gms {
 		return gms{X: num(gutL+tx(t, span), 2), Y: itoa(y + rowH/2), T: num(t, 3), Fill: fill, Title: title}
@@ -170,7 +199,7 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 			}
 			ry := add(grow{Kind: "node", Label: label, Title: fmt.Sprintf("%s (%s) at %s, ran %d time(s)", b0.Label, kind, b0.Node, len(fr.node))})
 			for _, b := range fr.node {
-				g.Bars = append(g.Bars, bar(ry, b.Start, b.End, colNode, "node", fmt.Sprintf("%s · %s", b.Label, when(b.Start, b.End)), false))
+				g.Bars = append(g.Bars, bar(ry, b.Start, b.End, colNode, "node", b.Label, false))
 			}
 			continue
 		}
@@ -181,9 +210,8 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 		}
 		ry := add(grow{Kind: "op", Label: label, Title: fmt.Sprintf("operation %s (uses %s), applied %d time(s)", op0.Name, op0.Uses, len(fr.ops))})
 		for _, op := range fr.ops {
-			title := opTitle(op) + " · " + when(op.Start, op.End)
-			b := bar(ry, op.Start, op.End, colRed, "op", title, false)
-			b.Label = op.Name
+			b := bar(ry, op.Start, op.End, colRed, "op", opTip(op), false)
+			b.Label, b.run = op.Name, op.Run
 			g.Bars = append(g.Bars, b)
 		}
 	}
@@ -213,7 +241,6 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 			if s.Reason != "" {
 				tip += " (" + s.Reason + ")"
 			}
-			tip += " · " + when(s.Start, s.End)
 			switch s.State {
 			case runview.TargetHealthy:
 				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colHealthy, "tg", tip, false))
@@ -224,7 +251,7 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 			case runview.TargetFrozen:
 				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colFrozen, "tg", tip, false))
 			case runview.TargetStopped:
-				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colCreated, tip))
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colCreated, tip+" · "+when(s.Start, s.End)))
 			}
 		}
 	}
@@ -264,7 +291,7 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 			if s.Reason != "" {
 				tip += " (" + s.Reason + ")"
 			}
-			tip += " · " + when(s.Start, s.End)
+			mtip := tip + " · " + when(s.Start, s.End)
 			switch s.State {
 			case "Running":
 				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colRunning, "st", tip, false))
@@ -276,17 +303,17 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 				if s.End > s.Start {
 					g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colRed, "st", tip, false))
 				}
-				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colRed, tip))
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colRed, mtip))
 			case "Succeeded":
 				if s.End > s.Start {
 					g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colSucceeded, "st", tip, true))
 				}
-				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colSucceeded, tip))
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colSucceeded, mtip))
 			case "Created":
 				if s.End > s.Start {
 					g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colThin, "st", tip, true))
 				}
-				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colCreated, tip))
+				g.Milestones = append(g.Milestones, milestone(ry, s.Start, colCreated, mtip))
 			default:
 				g.Bars = append(g.Bars, bar(ry, s.Start, s.End, colOther, "st", tip, false))
 			}
@@ -317,7 +344,99 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 	if len(r.Operations) > limits.MaxReportBands {
 		notes = append(notes, fmt.Sprintf("%d operation applications ran; the first %d are shaded across the rows.", len(r.Operations), limits.MaxReportBands))
 	}
+	finishBars(g, span, when)
 	return g, strings.Join(notes, " ")
+}
+
+// finishBars prints the bars: each a <rect> with its <title> up to
+// compactBars of them, else one path per row, class and colour, and
+// their tooltips as JSON for the script.
+func finishBars(g *gantt, span float64, when func(s, e float64) string) {
+	if len(g.Bars) <= compactBars {
+		for i := range g.Bars {
+			b := &g.Bars[i]
+			b.X, b.W = num(tx(b.s, span), 2), num(math.Max(0, tx(b.e, span)-tx(b.s, span)), 2)
+			b.Y, b.H = itoa(b.y), itoa(b.h)
+			b.Title = b.tip
+			if b.run != 0 {
+				b.Title = strings.Replace(b.Title, runMark, itoa(b.run), 1)
+			}
+			b.Title += " · " + when(b.s, b.e)
+		}
+		return
+	}
+	type key struct {
+		y, h        int
+		class, fill string
+	}
+	paths := map[key]*strings.Builder{}
+	var order []key
+	labels := map[string]int{}
+	tips := tipData{L: []string{}}
+	rows := map[int]int{} // a row's y: its index in tips.R
+	for _, b := range g.Bars {
+		k := key{b.y, b.h, b.Class, b.Fill}
+		d := paths[k]
+		if d == nil {
+			d = &strings.Builder{}
+			paths[k] = d
+			order = append(order, k)
+		}
+		x0 := round(tx(b.s, span), 2)
+		w := round(math.Max(0, tx(b.e, span)-x0), 2)
+		ws := num(w, 2)
+		d.WriteString("M" + num(x0, 2) + " " + itoa(b.y) + "h" + ws + "v" + itoa(b.h) + "h-" + ws + "z")
+
+		li, ok := labels[b.tip]
+		if !ok {
+			li = len(tips.L)
+			labels[b.tip] = li
+			tips.L = append(tips.L, b.tip)
+		}
+		ri, ok := rows[b.row]
+		if !ok {
+			ri = len(tips.R)
+			rows[b.row] = ri
+			tips.R = append(tips.R, tipRow{Y: b.row})
+		}
+		iv := []float64{round(b.s, 3), round(b.e, 3), float64(li)}
+		if b.run != 0 {
+			iv = append(iv, float64(b.run))
+		}
+		tips.R[ri].I = append(tips.R[ri].I, iv)
+	}
+	for _, k := range order {
+		g.Paths = append(g.Paths, gpath{D: paths[k].String(), Class: k.class, Fill: k.fill})
+	}
+	for i := range tips.R {
+		iv := tips.R[i].I
+		sort.SliceStable(iv, func(a, b int) bool { return iv[a][0] < iv[b][0] })
+	}
+	g.Bars = nil
+	// encoding/json writes <, > and & as \u003c, \u003e and \u0026: a
+	// label cannot end the script element.
+	data, err := json.Marshal(tips)
+	if err == nil {
+		g.Tips = template.JS(data)
+	}
+}
+
+// tipData is what the script needs for the tooltips of bars drawn as
+// paths: the distinct labels (L), and per row (its top, Y) the bars'
+// [start, end, label, run] in seconds, sorted by start.
+type tipData struct {
+	L []string `json:"l"`
+	R []tipRow `json:"r"`
+}
+
+type tipRow struct {
+	Y int         `json:"y"`
+	I [][]float64 `json:"i"`
+}
+
+func round(v float64, dec int) float64 {
+	p := math.Pow(10, float64(dec))
+	return math.Round(v*p) / p
 }
 
 // structural nodes (serial, parallel) only group others; their bars would
@@ -348,7 +467,12 @@ func isOperationRef(r *runview.Run, b runview.Bar) bool {
 }
 
 func opTitle(op runview.OpRun) string {
-	s := fmt.Sprintf("%s run %d", op.Name, op.Run)
+	return strings.Replace(opTip(op), runMark, itoa(op.Run), 1)
+}
+
+// opTip is opTitle with runMark for the run number.
+func opTip(op runview.OpRun) string {
+	s := op.Name + " run " + runMark
 	if op.Uses != "" {
 		s += " (" + op.Uses + ")"
 	}

@@ -132,12 +132,13 @@ func ParseScrapes(r io.Reader, name string) ([]Scrape, error) {
 	var out []Scrape
 	var pendingErr error
 	series := map[string]bool{}
+	in := interner{}
 	err := scanLines(r, name, limits.MaxJSONLBytes, limits.MaxScrapeLineBytes, func(line int, b []byte) error {
 		if pendingErr != nil {
 			return pendingErr
 		}
 		var s Scrape
-		if err := json.Unmarshal(b, &s); err != nil {
+		if err := parseScrape(b, &s, in); err != nil {
 			pendingErr = fmt.Errorf("%s:%d: %v", name, line, err)
 			return nil
 		}
