@@ -490,61 +490,44 @@ type controllerAPI struct {
 
 // api returns the calls for ref's kind.
 func (b *Backend) api(ctx context.Context, ref controllerRef) (controllerAPI, error) {
-	apps, get, n := b.cs.AppsV1(), metav1.GetOptions{}, ref.name
+	apps := b.cs.AppsV1()
 	switch ref.kind {
 	case "Deployment":
-		c := apps.Deployments(b.ns)
-		return controllerAPI{
-			labels: func() (map[string]string, error) {
-				d, err := c.Get(ctx, n, get)
-				if err != nil {
-					return nil, err
-				}
-				return d.Labels, nil
-			},
-			getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, get) },
-			updateScale: func(s *autoscalingv1.Scale) error {
-				_, err := c.UpdateScale(ctx, n, s, metav1.UpdateOptions{})
-				return err
-			},
-			delete: func(o metav1.DeleteOptions) error { return c.Delete(ctx, n, o) },
-		}, nil
+		return scalableAPI(ctx, apps.Deployments(b.ns), ref.name), nil
 	case "ReplicaSet":
-		c := apps.ReplicaSets(b.ns)
-		return controllerAPI{
-			labels: func() (map[string]string, error) {
-				r, err := c.Get(ctx, n, get)
-				if err != nil {
-					return nil, err
-				}
-				return r.Labels, nil
-			},
-			getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, get) },
-			updateScale: func(s *autoscalingv1.Scale) error {
-				_, err := c.UpdateScale(ctx, n, s, metav1.UpdateOptions{})
-				return err
-			},
-			delete: func(o metav1.DeleteOptions) error { return c.Delete(ctx, n, o) },
-		}, nil
+		return scalableAPI(ctx, apps.ReplicaSets(b.ns), ref.name), nil
 	case "StatefulSet":
-		c := apps.StatefulSets(b.ns)
-		return controllerAPI{
-			labels: func() (map[string]string, error) {
-				st, err := c.Get(ctx, n, get)
-				if err != nil {
-					return nil, err
-				}
-				return st.Labels, nil
-			},
-			getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, get) },
-			updateScale: func(s *autoscalingv1.Scale) error {
-				_, err := c.UpdateScale(ctx, n, s, metav1.UpdateOptions{})
-				return err
-			},
-			delete: func(o metav1.DeleteOptions) error { return c.Delete(ctx, n, o) },
-		}, nil
+		return scalableAPI(ctx, apps.StatefulSets(b.ns), ref.name), nil
 	}
 	return controllerAPI{}, fmt.Errorf("cannot act on a %s", ref.kind)
+}
+
+// scalable is what the typed clients of Deployments, ReplicaSets and
+// StatefulSets share.
+type scalable[T metav1.Object] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	GetScale(ctx context.Context, name string, opts metav1.GetOptions) (*autoscalingv1.Scale, error)
+	UpdateScale(ctx context.Context, name string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// scalableAPI is controllerAPI over one controller n of client c.
+func scalableAPI[T metav1.Object](ctx context.Context, c scalable[T], n string) controllerAPI {
+	return controllerAPI{
+		labels: func() (map[string]string, error) {
+			o, err := c.Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return o.GetLabels(), nil
+		},
+		getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, metav1.GetOptions{}) },
+		updateScale: func(s *autoscalingv1.Scale) error {
+			_, err := c.UpdateScale(ctx, n, s, metav1.UpdateOptions{})
+			return err
+		},
+		delete: func(o metav1.DeleteOptions) error { return c.Delete(ctx, n, o) },
+	}
 }
 
 // ours returns ref's calls after checking it carries the run's label.
