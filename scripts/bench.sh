@@ -49,12 +49,13 @@ go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-10
 # DOCKER_RUNS times against a docker run + docker cp loop, failing on any
 # lost event or wrong exit code; K8S_PODS pods on the test cluster's kwok
 # nodes (scripts/k8s/cluster.sh up && scripts/k8s/cluster.sh kwok 100, and
-# eval "$(scripts/k8s/cluster.sh env)") killed by one run.
+# eval "$(scripts/k8s/cluster.sh env)"), K8S_PERCENT of them (10) killed by
+# one run.
 if [ -n "${DOCKER_N:-}" ]; then
   CHAOS_BIN=$bin N=$DOCKER_N RUNS=${DOCKER_RUNS:-3} scripts/docker-scale.sh
 fi
 if [ -n "${K8S_PODS:-}" ]; then
-  CHAOS_K8S_BENCH_PODS=$K8S_PODS go test ./test/kubernetes -run '^$' -bench PodsAtScale -benchtime 1x -timeout 90m -v
+  CHAOS_K8S_BENCH_PODS=$K8S_PODS CHAOS_K8S_BENCH_PERCENT=${K8S_PERCENT:-10} go test ./test/kubernetes -run '^$' -bench PodsAtScale -benchtime 1x -timeout 90m -v
 fi
 
 # Faults on many local instances (kill, freeze, restart-in-place of all:

@@ -11,68 +11,72 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/experiment"
 )
 
-// What one instance of a running flow costs the machine, from the code:
-//
-//   - Processes and threads (tasks): the wrapper shell, the workload's
-//     script shell and at least one command it runs (three processes),
-//     and a thread of the harness while it waits on the instance in a
-//     system call (without pidfds, waitid blocks one).
-//   - File descriptors of the harness: the pidfd os/exec holds until the
-//     process is waited for, and while a kill, freeze, restart or delete
-//     waits on the instance its cgroup.events and an eventfd, and the
-//     pidfd of a signal; process.log and the cgroup directory are open
-//     only while it starts.
-//
-// Measured on the local backend: 200 instances of "sleep" are 600
-// processes; frozen and restarted together they held at most 415 open
-// files of the harness, and it had at most 18 threads.
-//
-// A run needs TasksPerInstance and FDsPerInstance for every instance its
-// flow can run at once, plus a base for the harness itself (its threads,
-// files, preflight and hook shells), its watchers, metrics and targets,
-// and a quarter more to spare.
+// A run needs, for every instance its flow can run at once, what one
+// instance of its backend costs this machine (backend.Cost: local
+// processes cost the most), plus a base for the harness itself (its
+// threads, files, preflight and hook shells), its watchers, metrics and
+// targets, and a quarter more to spare.
 const (
-	TasksPerInstance = 4
-	FDsPerInstance   = 4
-	baseTasks        = 32
-	baseFDs          = 32
-	perObserver      = 6 // a watcher: its files, pipe, pidfd and shell; a scrape's connection
+	baseTasks   = 32
+	baseFDs     = 32
+	perObserver = 6 // a watcher: its files, pipe, pidfd and shell; a scrape's connection
 )
 
-// need is what a run of x on a asks of the machine at most: tasks and
-// file descriptors, with the margin.
-func need(x *experiment.Experiment, a *adapter.Adapter) (instances int, tasks, fds int64) {
-	instances = binding.MaxConcurrentInstances(x)
+// demand is what a run asks of the machine at most, with the margin.
+type demand struct {
+	instances int
+	// tasks count against the machine's limits, ownTasks against the
+	// harness's own (its user's, its cgroups').
+	tasks, ownTasks, fds int64
+}
+
+// need is what a run of x on a asks of the machine at most.
+func need(x *experiment.Experiment, a *adapter.Adapter) demand {
+	cost := backend.LocalCost
+	if r, err := backend.ForInstances(a); err == nil {
+		cost = r.InstanceCost()
+	}
+	n := binding.MaxConcurrentInstances(x)
 	observers := int64(len(a.Watch) + len(a.Metrics) + len(a.Targets.Named))
-	tasks = baseTasks + observers*perObserver + int64(instances)*TasksPerInstance
-	fds = baseFDs + observers*perObserver + int64(instances)*FDsPerInstance
-	return instances, tasks + tasks/4, fds + fds/4
+	base := baseTasks + observers*perObserver
+	spare := func(v int64) int64 { return v + v/4 }
+	return demand{
+		instances: n,
+		tasks:     spare(base + int64(n)*int64(cost.Tasks)),
+		ownTasks:  spare(base + int64(n)*int64(cost.OwnTasks)),
+		fds:       spare(baseFDs + int64(cost.BaseFDs) + observers*perObserver + int64(n)*int64(cost.FDs)),
+	}
 }
 
 // checkCapacity refuses, before anything starts, a run the machine cannot
 // take: more processes and threads than the pid limits leave room for
-// (RLIMIT_NPROC of the user, the kernel's pid_max and threads-max, the
-// pids cgroups the harness is in, v1 and v2, up to their roots), or more
-// file descriptors than RLIMIT_NOFILE leaves. The error says which limit,
-// what the run needs and what is left.
+// (the kernel's pid_max and threads-max; for the harness's own, its
+// user's RLIMIT_NPROC and the pids cgroups it is in, v1 and v2, up to
+// their roots), or more file descriptors than RLIMIT_NOFILE leaves. The
+// error says which limit, what the run needs and what is left.
 func checkCapacity(x *experiment.Experiment, a *adapter.Adapter) error {
 	raiseNoFile()
-	n, tasks, fds := need(x, a)
-	if n == 0 {
+	d := need(x, a)
+	if d.instances == 0 {
 		return nil
 	}
-	what := fmt.Sprintf("its flow runs up to %d instance(s) at once", n)
+	what := fmt.Sprintf("its flow runs up to %d instance(s) at once", d.instances)
 	for _, l := range taskLimits() {
-		if l.left < tasks {
-			return fmt.Errorf("this machine cannot take the run: %s, about %d processes and threads with room to spare, and %s leaves room for %d; run fewer instances at once, or raise the limit", what, tasks, l.name, max(l.left, 0))
+		want := d.tasks
+		if l.own {
+			want = d.ownTasks
+		}
+		if l.left < want {
+			return fmt.Errorf("this machine cannot take the run: %s, about %d processes and threads with room to spare, and %s leaves room for %d; run fewer instances at once, or raise the limit", what, want, l.name, max(l.left, 0))
 		}
 	}
-	if l, ok := fdLimit(); ok && l.left < fds {
-		return fmt.Errorf("this machine cannot take the run: %s, about %d open files with room to spare, and %s leaves room for %d; run fewer instances at once, or raise the limit (ulimit -n)", what, fds, l.name, max(l.left, 0))
+	if l, ok := fdLimit(); ok && l.left < d.fds {
+		return fmt.Errorf("this machine cannot take the run: %s, about %d open files with room to spare, and %s leaves room for %d; run fewer instances at once, or raise the limit (ulimit -n)", what, d.fds, l.name, max(l.left, 0))
 	}
 	return nil
 }
@@ -81,6 +85,8 @@ func checkCapacity(x *experiment.Experiment, a *adapter.Adapter) error {
 type limit struct {
 	name string
 	left int64
+	// own is a limit on the harness's own tasks, not the machine's.
+	own bool
 }
 
 // raiseNoFile raises RLIMIT_NOFILE's soft limit to the hard one where
@@ -105,7 +111,7 @@ func fdLimit() (limit, bool) {
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		open = int64(len(ents))
 	}
-	return limit{fmt.Sprintf("the open files limit (RLIMIT_NOFILE %d, %d open)", l.Cur, open), int64(l.Cur) - open}, true
+	return limit{fmt.Sprintf("the open files limit (RLIMIT_NOFILE %d, %d open)", l.Cur, open), int64(l.Cur) - open, true}, true
 }
 
 // taskLimits are the room each limit on processes and threads leaves.
@@ -114,14 +120,14 @@ func taskLimits() []limit {
 	total := systemTasks()
 	for _, f := range []string{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"} {
 		if n, err := readInt(f); err == nil && total >= 0 {
-			out = append(out, limit{fmt.Sprintf("%s (%d, %d tasks running)", f, n, total), n - total})
+			out = append(out, limit{fmt.Sprintf("%s (%d, %d tasks running)", f, n, total), n - total, false})
 		}
 	}
 	var l unix.Rlimit
 	// RLIMIT_NPROC counts the user's tasks; root is not held to it.
 	if os.Geteuid() != 0 && unix.Getrlimit(unix.RLIMIT_NPROC, &l) == nil && l.Cur != unix.RLIM_INFINITY {
 		used := userTasks(os.Getuid())
-		out = append(out, limit{fmt.Sprintf("the user's process limit (RLIMIT_NPROC %d, %d in use)", l.Cur, used), int64(l.Cur) - used})
+		out = append(out, limit{fmt.Sprintf("the user's process limit (RLIMIT_NPROC %d, %d in use)", l.Cur, used), int64(l.Cur) - used, true})
 	}
 	return append(out, pidsCgroupLimits()...)
 }
@@ -215,7 +221,7 @@ func pidsCgroupLimits() []limit {
 		for dir := filepath.Join(m.point, rel); strings.HasPrefix(dir, m.point); dir = filepath.Dir(dir) {
 			if mx, err := readInt(filepath.Join(dir, "pids.max")); err == nil {
 				cur, _ := readInt(filepath.Join(dir, "pids.current"))
-				out = append(out, limit{fmt.Sprintf("the pids cgroup %s (pids.max %d, %d in use)", dir, mx, cur), mx - cur})
+				out = append(out, limit{fmt.Sprintf("the pids cgroup %s (pids.max %d, %d in use)", dir, mx, cur), mx - cur, true})
 			}
 			if dir == m.point {
 				break

@@ -910,8 +910,8 @@ flow:
     - repeat: {for: 24h, serial: [{delay: 100ms}, kill-one]}
 `), want: []prob{
 		e(3, 10, "timeout", "expected a duration such as 15s, 500ms or 2m30s, got \"200h\" (at most 168h, 7 days)"),
-		e(5, 3, "workloads", "100001800 instances in all; an experiment has at most 2000"),
-		e(6, 16, "workloads[0].instances", "100000000 instances; a workload has at most 1000"),
+		e(5, 3, "workloads", "100001800 instances in all; an experiment has at most 10000"),
+		e(6, 16, "workloads[0].instances", "100000000 instances; a workload has at most 10000"),
 		e(18, 60, "operations[0].trigger.times", "100000; a trigger fires at most 10000 times"),
 		e(27, 23, "flow.parallel[3].repeat.times", "1000000000 rounds; a flow runs at most 100000 rounds of repeats in all"),
 		e(28, 7, "flow.parallel[4].repeat", "a repeat without times needs rounds of at least 100ms (this one's shortest round is 0s); add a delay to its body, e.g. delay: 1s, or set times"),

@@ -88,10 +88,13 @@ const (
 const (
 	// MaxManifestBytes bounds an experiment or adapter file.
 	MaxManifestBytes = 4 << 20
-	// MaxInstancesPerWorkload bounds a workload's instances.
-	MaxInstancesPerWorkload = 1_000
+	// MaxInstancesPerWorkload bounds a workload's instances: as many as a
+	// run directory may name. What the machine can take at once is checked
+	// when the run starts, per backend (a pod costs this machine little, a
+	// local process four tasks and four files).
+	MaxInstancesPerWorkload = MaxRunInstances
 	// MaxTotalInstances bounds the instances of all workloads together.
-	MaxTotalInstances = 2_000
+	MaxTotalInstances = MaxRunInstances
 	// MaxRepeatRounds bounds the rounds of a repeat, nested repeats
 	// multiplied, a repeat without times counted as its for divided by
 	// its shortest round.

@@ -59,6 +59,11 @@ func init() {
 		},
 		BuildImage: buildDefaultImage,
 		Adapters:   map[string][]byte{"docker.yaml": builtinAdapter},
+		// A container's processes run on this machine but outside the
+		// harness's user limits and cgroups; the harness holds a
+		// connection to the engine for each call in flight and, while it
+		// collects, the output archive's stream and a file.
+		Cost: &backend.Cost{Tasks: 3, FDs: 3},
 	})
 }
 

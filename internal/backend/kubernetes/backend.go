@@ -44,6 +44,11 @@ type Backend struct {
 	// version is the API server's, for manifest.json.
 	version string
 
+	// streams bounds the exec and log streams open at once: each is a
+	// connection of its own (a stream cannot share HTTP/2), so thousands of
+	// pods collected together would otherwise hold thousands of files.
+	streams chan struct{}
+
 	podFactory, eventFactory informers.SharedInformerFactory
 	stop                     chan struct{}
 	events                   io.WriteCloser
@@ -66,7 +71,8 @@ type Backend struct {
 
 func open(ctx context.Context, run *backend.Run) (backend.Backend, error) {
 	b := &Backend{run: run, start: run.Start, instances: map[string]*instance{}, configMaps: map[string]bool{},
-		images: map[string]string{}, podsSeen: map[string]bool{}, snaps: map[string][]corev1.Pod{}, stop: make(chan struct{})}
+		images: map[string]string{}, podsSeen: map[string]bool{}, snaps: map[string][]corev1.Pod{}, stop: make(chan struct{}),
+		streams: make(chan struct{}, maxStreams)}
 	o, err := parseOptions(run.Adapter.Options)
 	if err != nil {
 		return nil, err

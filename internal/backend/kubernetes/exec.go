@@ -22,6 +22,11 @@ func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string,
 	if _, err := b.podOf(ctx, pod); err != nil {
 		return err
 	}
+	release, err := b.openStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.ns).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, "GET", req.URL().String())
@@ -91,4 +96,18 @@ func (b *Backend) signalContainer(ctx context.Context, pod, from, cid, sig strin
 	var n int
 	_, _ = fmt.Sscan(out.String(), &n)
 	return n, nil
+}
+
+// maxStreams is the most exec and log streams open at once. Client-go's
+// rate limit bounds how fast they start, not how many stay open.
+const maxStreams = 64
+
+// openStream waits for room for one more stream; release gives it back.
+func (b *Backend) openStream(ctx context.Context) (release func(), err error) {
+	select {
+	case b.streams <- struct{}{}:
+		return func() { <-b.streams }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

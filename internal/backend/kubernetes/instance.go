@@ -590,6 +590,11 @@ func (in *instance) Collect(ctx context.Context) error {
 // saveLog writes a container's log (the one before its last restart too)
 // to file.
 func (b *Backend) saveLog(ctx context.Context, pod, container, file string) error {
+	release, err := b.openStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	f, err := os.Create(file)
 	if err != nil {
 		return err

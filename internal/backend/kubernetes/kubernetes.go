@@ -76,6 +76,10 @@ func init() {
 		Open:      open,
 		Cleanup:   cleanup,
 		Adapters:  map[string][]byte{"kubernetes.yaml": builtinAdapter},
+		// A pod runs on the cluster's nodes; the harness holds one watch
+		// per informer over shared connections, and at most maxStreams
+		// exec and log streams with a file each.
+		Cost: &backend.Cost{BaseFDs: 2*maxStreams + 16},
 	})
 }
 
