@@ -295,7 +295,13 @@ func (g *Group) Contains(pid int) (bool, error) {
 		}
 		return false, err
 	}
-	return p == g.rel || strings.HasPrefix(p, g.rel+"/"), nil
+	return g.Holds(p), nil
+}
+
+// Holds reports whether the cgroup path p (as /proc/PID/cgroup shows it)
+// is g or below it.
+func (g *Group) Holds(p string) bool {
+	return p != "" && (p == g.rel || strings.HasPrefix(p, g.rel+"/"))
 }
 
 // CgroupOf returns pid's cgroup v2 path as /proc/PID/cgroup shows it (the

@@ -482,3 +482,52 @@ func TestNoThreadPerInstance(t *testing.T) {
 		waitDone(t, p, 10*time.Second)
 	}
 }
+
+// A pid listed as a zombie of an instance may be reaped and given to a new
+// process before the wait for it begins (pid_max is 32768 here, and a
+// fault on 1,000 instances wraps it in seconds): the wait is for the
+// process listed, which is gone, never for the newcomer. Before the fix
+// every instance's WaitGone waited on such newcomers until its deadline.
+func TestWaitGoneNotForAReusedPid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("giving a pid to a new process (ns_last_pid) needs root")
+	}
+	old := exec.Command("true")
+	if err := old.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := old.Process.Pid
+	var newcomer *exec.Cmd
+	for range 50 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0o644); err != nil {
+			t.Skipf("cannot choose the next pid: %v", err)
+		}
+		c := exec.Command("sleep", "60")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Process.Pid == pid {
+			newcomer = c
+			break
+		}
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	}
+	if newcomer == nil {
+		t.Skip("another process kept taking the pid")
+	}
+	defer func() { _ = newcomer.Process.Kill(); _ = newcomer.Wait() }()
+	st, err := readStat(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// The listed process started before the newcomer.
+	if err := waitGone(ctx, zkey{pid, st.start - 1}); err != nil {
+		t.Fatalf("waiting for a process whose pid a newcomer has: %v", err)
+	}
+	if err := newcomer.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the newcomer was touched: %v", err)
+	}
+}

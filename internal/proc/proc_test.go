@@ -453,6 +453,9 @@ func TestNaiveExecStatusNotStolen(t *testing.T) {
 				theReaper.execPidfd = learnt
 				theReaper.mu.Unlock()
 			}()
+			// A snapshot of the pidfds taken before the child exists must
+			// not answer for it.
+			rescanHeld()
 			cmd := exec.Command("sh", "-c", "exit 3")
 			if tc.tracked {
 				err = StartTracked(cmd)

@@ -221,7 +221,7 @@ func (r *reaper) reapOrphan(z zkey) bool {
 	if r.registered(z) {
 		return false
 	}
-	if r.execPidfd == 1 && foreignPidfds()[z.pid] {
+	if r.execPidfd == 1 && heldElsewhere(z) {
 		r.wake() // somebody may Wait for it; let the sweep keep an eye on it
 		return false
 	}
@@ -314,7 +314,7 @@ func (r *reaper) sweep() time.Duration {
 
 	next := reaperIdleInterval
 	current := make(map[zkey]bool, len(zombies))
-	var holders map[int]bool
+	rescanned := false
 	for _, z := range zombies {
 		if r.registered(z) {
 			continue
@@ -334,10 +334,13 @@ func (r *reaper) sweep() time.Duration {
 			}
 		}
 		if r.execPidfd == 1 {
-			if holders == nil {
-				holders = foreignPidfds()
+			if _, again := r.held[z]; again && !rescanned {
+				// Its holder may have let go of it without reaping it
+				// (os.Process.Release): look at the files again.
+				rescanHeld()
+				rescanned = true
 			}
-			if holders[z.pid] {
+			if heldElsewhere(z) {
 				d := r.held[z]
 				if d == 0 {
 					d = heldRecheck

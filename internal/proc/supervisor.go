@@ -697,6 +697,22 @@ func (p *Process) Members() ([]int, error) {
 		}
 		return slices.DeleteFunc(pids, func(pid int) bool { return pid == self }), nil
 	}
+	sts, err := p.memberStats()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, st.pid)
+	}
+	return out, nil
+}
+
+// memberStats is Members in process-group mode, sorted by pid, with each
+// member's stat: its start time tells it from a later process given its
+// pid.
+func (p *Process) memberStats() ([]procStat, error) {
+	self := os.Getpid()
 	cands, _ := p.candidates(self)
 	procs, err := listProcs()
 	if err != nil {
@@ -711,7 +727,7 @@ func (p *Process) Members() ([]int, error) {
 			set[pid] = st
 		}
 	}
-	var out []int
+	var out []procStat
 	for pid, st := range set {
 		if pid == self || !isLive(st) {
 			continue
@@ -721,9 +737,9 @@ func (p *Process) Members() ([]int, error) {
 				continue
 			}
 		}
-		out = append(out, pid)
+		out = append(out, st)
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b procStat) int { return a.pid - b.pid })
 	return out, nil
 }
 
@@ -824,15 +840,12 @@ func (p *Process) WaitGone(ctx context.Context) error {
 	self := os.Getpid()
 	if p.cg != nil {
 		for {
-			zs := zombieChildrenWhere(self, func(st procStat) bool {
-				in, _ := p.cg.Contains(st.pid)
-				return in
-			})
+			zs := zombieChildrenWhere(func(d deadChild) bool { return p.cg.Holds(d.cgroup) })
 			if len(zs) == 0 {
 				break
 			}
-			for _, pid := range zs {
-				if err := WaitGone(ctx, pid); err != nil {
+			for _, z := range zs {
+				if err := waitGone(ctx, z); err != nil {
 					return fail(err)
 				}
 			}
@@ -843,21 +856,21 @@ func (p *Process) WaitGone(ctx context.Context) error {
 		return nil
 	}
 	for {
-		m, err := p.Members()
+		m, err := p.memberStats()
 		if err != nil {
 			return fail(err)
 		}
 		if len(m) == 0 {
 			break
 		}
-		for _, pid := range m {
-			if err := WaitGone(ctx, pid); err != nil {
+		for _, st := range m {
+			if err := waitGone(ctx, zkey{st.pid, st.start}); err != nil {
 				return fail(err)
 			}
 		}
 	}
-	for _, pid := range zombieChildrenWhere(self, func(st procStat) bool { return st.pgrp == p.Pid }) {
-		if err := WaitGone(ctx, pid); err != nil {
+	for _, z := range zombieChildrenWhere(func(d deadChild) bool { return d.pgrp == p.Pid }) {
+		if err := waitGone(ctx, z); err != nil {
 			return fail(err)
 		}
 	}
@@ -872,7 +885,7 @@ func (p *Process) WaitGone(ctx context.Context) error {
 			if err != nil || st.ppid != self {
 				break // gone, or not ours to wait for (a reused pid)
 			}
-			if err := WaitGone(ctx, pid); err != nil {
+			if err := waitGone(ctx, zkey{pid, st.start}); err != nil {
 				return fail(err)
 			}
 		}
@@ -880,19 +893,15 @@ func (p *Process) WaitGone(ctx context.Context) error {
 	return nil
 }
 
-// zombieChildrenWhere lists the harness's zombie children for which keep
-// holds. Registered children (other instances' leaders, whose statuses
-// are theirs) are skipped unread: every instance's WaitGone calls this, so
-// reading each child's stat would make a kill of N instances cost N².
-func zombieChildrenWhere(self int, keep func(procStat) bool) []int {
-	kids, err := theReaper.unregisteredChildren(self)
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, st := range kids {
-		if st.state == 'Z' && !isLive(st) && keep(st) {
-			out = append(out, st.pid)
+// zombieChildrenWhere lists the harness's dead unregistered children for
+// which keep holds, from a scan shared with every other caller
+// (deadScans). Registered children (other instances' leaders, whose
+// statuses are theirs) are not among them.
+func zombieChildrenWhere(keep func(deadChild) bool) []zkey {
+	var out []zkey
+	for _, d := range deadScans.scan() {
+		if keep(d) {
+			out = append(out, d.z)
 		}
 	}
 	return out

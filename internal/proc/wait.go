@@ -82,6 +82,68 @@ func foreignPidfds() map[int]bool {
 	return out
 }
 
+// heldSnapshot is what foreignPidfds found at one moment, by process (pid
+// and start time, so a pid reused since is not taken for the one held).
+type heldSnapshot struct {
+	// tick is the boot-time clock tick at which the scan began.
+	tick uint64
+	held map[zkey]bool
+}
+
+var held struct {
+	sync.Mutex
+	snap *heldSnapshot
+}
+
+// heldElsewhere reports whether a pidfd elsewhere in the process refers
+// to z: a child some other code started and may still Wait for. One scan
+// of the process's files answers for every process that started before it
+// began, since os/exec opens a child's pidfd in the clone that makes it
+// (and this binary opens no other pidfds of others' children): a child
+// started before the scan and still unreaped is in it. Only a process that
+// started later needs a new scan, so reaping N orphans costs a few scans,
+// not N (a scan reads every open file: thousands during a fault on
+// thousands of instances).
+func heldElsewhere(z zkey) bool {
+	held.Lock()
+	defer held.Unlock()
+	if held.snap == nil || z.start+1 >= held.snap.tick {
+		held.snap = scanHeld()
+	}
+	return held.snap.held[z]
+}
+
+// rescanHeld takes a new snapshot for heldElsewhere.
+func rescanHeld() {
+	held.Lock()
+	defer held.Unlock()
+	held.snap = scanHeld()
+}
+
+// scanHeld takes a new heldSnapshot.
+func scanHeld() *heldSnapshot {
+	s := &heldSnapshot{tick: bootTick(), held: map[zkey]bool{}}
+	for pid := range foreignPidfds() {
+		if st, err := readStat(pid); err == nil {
+			s.held[zkey{pid, st.start}] = true
+		}
+	}
+	return s
+}
+
+// userHZ is the unit of start times in /proc/PID/stat: USER_HZ, 100 on
+// every Linux.
+const userHZ = 100
+
+// bootTick is the time since boot in the unit of start times, rounded down.
+func bootTick() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0 // no snapshot is ever trusted
+	}
+	return uint64(ts.Sec)*userHZ + uint64(ts.Nsec)/(1e9/userHZ)
+}
+
 // pidfdPid reads the pid a pidfd of ours refers to (0 when unknown).
 func pidfdPid(fd int) int {
 	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
@@ -124,7 +186,14 @@ func WaitGone(ctx context.Context, pid int) error {
 		}
 		return fmt.Errorf("waiting for pid %d to be gone: %w", pid, err)
 	}
-	z := zkey{pid, st.start}
+	return waitGone(ctx, zkey{pid, st.start})
+}
+
+// waitGone is WaitGone of the process z names: a pid found in a listing
+// may have been reaped and given to a new process since, which must not be
+// waited for (with a pid_max of 32768 and thousands of instances, it is).
+func waitGone(ctx context.Context, z zkey) error {
+	pid := z.pid
 	fd, err := openPidfd(pid)
 	if err != nil {
 		// ESRCH: reaped since the stat; EINVAL: pid is a thread, not a
