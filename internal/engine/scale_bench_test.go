@@ -145,9 +145,12 @@ func BenchmarkFaultAll(b *testing.B) {
 		for _, n := range benchSizes() {
 			b.Run(fmt.Sprintf("%s/N=%d", uses, n), func(b *testing.B) {
 				src := faultAll(uses, n)
-				var spread, last, op, cpu time.Duration
+				var spread, last, op, cpu, base time.Duration
 				var reached float64
 				for b.Loop() {
+					if uses == "kill" {
+						base += killBaseline(b, n)
+					}
 					c0 := cpuTime()
 					out, events := benchRun(b, src)
 					cpu += cpuTime() - c0
@@ -172,9 +175,68 @@ func BenchmarkFaultAll(b *testing.B) {
 				b.ReportMetric(float64(op.Milliseconds())/k, "op-ms")
 				b.ReportMetric(reached/k, "reached")
 				b.ReportMetric(float64(cpu.Microseconds())/1e3/k/float64(n), "cpu-ms/inst")
+				if base > 0 {
+					b.ReportMetric(float64(base.Milliseconds())/k, "shell-last-ms")
+					b.ReportMetric(float64(last)/float64(base), "last-ratio")
+				}
 			})
 		}
 	}
+}
+
+// killBaseline is what the kill of N instances costs without the harness:
+// N process groups of three processes each (a wrapper sh, the script's sh
+// and its sleep, as an instance has) killed by a loop of kill(-pgid,
+// SIGKILL), as a shell would. It returns the time from the first kill to
+// the last group's leader reaped: the kernel's cost of ending them, which
+// bounds how fast the harness's kill can be on the same machine.
+func killBaseline(b *testing.B, n int) time.Duration {
+	b.Helper()
+	cmds := make([]*exec.Cmd, n)
+	for i := range cmds {
+		c := exec.Command("sh", "-c", `sh -c "sleep 600; true"; true`)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds[i] = c
+	}
+	// Until every sleep runs: each group has its three processes.
+	for deadline := time.Now().Add(time.Minute); ; {
+		procs, _ := os.ReadDir("/proc")
+		groups := map[int]int{}
+		for _, e := range procs {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if pg, err := syscall.Getpgid(pid); err == nil {
+				groups[pg]++
+			}
+		}
+		ready := 0
+		for _, c := range cmds {
+			if groups[c.Process.Pid] >= 3 {
+				ready++
+			}
+		}
+		if ready == n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	done := make(chan struct{}, n)
+	for _, c := range cmds {
+		go func() { _ = c.Wait(); done <- struct{}{} }()
+	}
+	t0 := time.Now()
+	for _, c := range cmds {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
+	for range n {
+		<-done
+	}
+	return time.Since(t0)
 }
 
 // BenchmarkManyInstances runs N local instances of a short script and

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -72,7 +73,7 @@ func New(run *backend.Run) *Backend { return &Backend{run: run, targets: map[str
 // reported around the start, so even an instance that lives 20 ms shows all
 // of its states.
 func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backend.Instance, error) {
-	for _, d := range []string{spec.OutputDir, spec.LogDir} {
+	for _, d := range []string{filepath.Join(spec.OutputDir, ".chaos"), spec.LogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -219,10 +220,13 @@ func (b *Backend) joinNetwork(ctx context.Context, in *instance) error {
 
 // command is the instance's wrapper, run in its namespace when it has one.
 func (in *instance) command() *exec.Cmd {
+	// The wrapper's $1 is the time of this start, which it would otherwise
+	// fork date for.
+	started := time.Now().UTC().Format("2006-01-02T15:04:05Z")
 	if in.member == nil {
-		return exec.Command("/bin/sh", in.spec.Wrapper)
+		return exec.Command("/bin/sh", in.spec.Wrapper, started)
 	}
-	return exec.Command(nsenterPath(), "--net="+in.member.NS.Path(), "--", "/bin/sh", in.spec.Wrapper)
+	return exec.Command(nsenterPath(), "--net="+in.member.NS.Path(), "--", "/bin/sh", in.spec.Wrapper, started)
 }
 
 // netPrefix is what a run-owned target's start hook runs under: nsenter
