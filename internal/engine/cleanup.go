@@ -3,11 +3,15 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
+
+// cleanupParallel is how many instances cleanup stops at once.
+const cleanupParallel = 64
 
 // cleanup leaves the system as the run found it: it reverts every
 // operation still active, stops and removes every instance, waits for the
@@ -36,6 +40,11 @@ func (e *engine) cleanup(ctx context.Context) {
 	}
 
 	if e.reg != nil {
+		// Instances are stopped side by side, a bounded number at a time:
+		// one after the other, the 5,400 pods left of a 6,000-pod run took
+		// minutes.
+		var wg sync.WaitGroup
+		slots := make(chan struct{}, cleanupParallel)
 		for _, h := range e.reg.all(e.x) {
 			e.reg.mu.Lock()
 			inst, ended, deleted := h.inst, h.state.Terminal(), h.deleted
@@ -43,17 +52,23 @@ func (e *engine) cleanup(ctx context.Context) {
 			if inst == nil || deleted {
 				continue
 			}
-			if !ended {
-				e.rec.Record("instance.stopping", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("reason", "flow ended"))
-				// A backend that cannot kill leaves it to its delete.
-				if err := inst.Kill(ctx); err != nil && !errors.Is(err, backend.ErrUnsupported) && !errors.Is(err, backend.ErrEnded) {
-					e.errorf("stopping instance %s: %v", h.name, err)
+			slots <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				if !ended {
+					e.rec.Record("instance.stopping", rundir.F("workload", h.workload), rundir.F("instance", h.name), rundir.F("reason", "flow ended"))
+					// A backend that cannot kill leaves it to its delete.
+					if err := inst.Kill(ctx); err != nil && !errors.Is(err, backend.ErrUnsupported) && !errors.Is(err, backend.ErrEnded) {
+						e.errorf("stopping instance %s: %v", h.name, err)
+					}
 				}
-			}
-			if err := e.finishInstance(ctx, h); err != nil {
-				e.errorf("%v", err)
-			}
+				if err := e.finishInstance(ctx, h); err != nil {
+					e.errorf("%v", err)
+				}
+			}()
 		}
+		wg.Wait()
 	}
 	e.stopObservers()
 	e.stopOTLP(ctx)

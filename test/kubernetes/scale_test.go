@@ -102,7 +102,7 @@ flow:
 		// Every instance: one Running, then its end: Failed
 		// Killed(SIGKILL) for the selected, the deletion at cleanup for
 		// the others.
-		running, killed, ended := map[string]float64{}, map[string]float64{}, map[string]bool{}
+		running, killed, ended, victims := map[string]float64{}, map[string]float64{}, map[string]bool{}, map[string]bool{}
 		var ns string
 		var flowStart, killStart, killEnd, runEnd float64
 		var opErr any
@@ -117,6 +117,9 @@ flow:
 				}
 			case "operation.started":
 				killStart = t
+				for _, v := range e["instances"].([]any) {
+					victims[v.(string)] = true
+				}
 			case "operation.finished":
 				killEnd, opErr = t, e["error"]
 			case "run.finished":
@@ -129,7 +132,7 @@ flow:
 						b.Errorf("%s: Running twice", in)
 					}
 					running[in] = t
-				case e["state"] == "Failed" && e["reason"] == "Killed(SIGKILL)":
+				case e["state"] == "Failed" && e["reason"] == "Killed(SIGKILL)" && victims[in] && killEnd == 0:
 					killed[in] = t
 					ended[in] = true
 				case e["state"] == "Failed" || e["state"] == "Succeeded":
@@ -147,8 +150,8 @@ flow:
 				lost = append(lost, in+" never ended")
 			}
 		}
-		if len(killed) != selected {
-			b.Errorf("%d instances Killed, want the %d selected (%v%% of %d)", len(killed), selected, percent, n)
+		if len(victims) != selected || len(killed) != selected {
+			b.Errorf("%d instances selected and %d of them Killed by the operation, want %d (%v%% of %d)", len(victims), len(killed), selected, percent, n)
 		}
 		if len(lost) > 0 {
 			b.Errorf("LOST EVENTS in %s: %d, first: %v", run, len(lost), lost[:min(len(lost), 10)])

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -31,7 +32,7 @@ import (
 type Backend struct {
 	run  *backend.Run
 	opts options
-	cs   *kubernetes.Clientset
+	cs   kubernetes.Interface
 	cfg  *rest.Config
 	// err is why the cluster cannot be used; preflight reports it and
 	// every action fails with it.
@@ -48,6 +49,8 @@ type Backend struct {
 	// connection of its own (a stream cannot share HTTP/2), so thousands of
 	// pods collected together would otherwise hold thousands of files.
 	streams chan struct{}
+	// creates bounds the pod creations in flight (createPod).
+	creates chan struct{}
 
 	podFactory, eventFactory informers.SharedInformerFactory
 	stop                     chan struct{}
@@ -72,7 +75,7 @@ type Backend struct {
 func open(ctx context.Context, run *backend.Run) (backend.Backend, error) {
 	b := &Backend{run: run, start: run.Start, instances: map[string]*instance{}, configMaps: map[string]bool{},
 		images: map[string]string{}, podsSeen: map[string]bool{}, snaps: map[string][]corev1.Pod{}, stop: make(chan struct{}),
-		streams: make(chan struct{}, maxStreams)}
+		streams: make(chan struct{}, maxStreams), creates: make(chan struct{}, maxCreates)}
 	o, err := parseOptions(run.Adapter.Options)
 	if err != nil {
 		return nil, err
@@ -345,17 +348,28 @@ func (b *Backend) deletePod(ctx context.Context, name string, grace int64) error
 	return err
 }
 
-// waitPodGone waits until no pod of that name and UID exists.
+// waitPodGone waits until no pod of that name and UID exists. It asks the
+// informer's cache, which costs the API server nothing however many pods
+// go at once, and the API server itself every few seconds, in case the
+// watch lost the deletion.
 func (b *Backend) waitPodGone(ctx context.Context, name string, uid string) error {
-	for {
-		p, err := b.cs.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && string(p.UID) != uid) {
+	var lister corelisters.PodNamespaceLister
+	if b.podFactory != nil {
+		lister = b.podFactory.Core().V1().Pods().Lister().Pods(b.ns)
+	}
+	for i := 0; ; i++ {
+		if lister == nil || i%100 == 0 {
+			p, err := b.cs.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && string(p.UID) != uid) {
+				return nil
+			}
+			if err != nil && ctx.Err() == nil {
+				b.run.Logf("waiting for pod %s to go: %v", name, err)
+			}
+		} else if p, err := lister.Get(name); apierrors.IsNotFound(err) || (err == nil && string(p.UID) != uid) {
 			return nil
 		}
-		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-			b.run.Logf("waiting for pod %s to go: %v", name, err)
-		}
-		if err := backend.Sleep(ctx, 100*time.Millisecond); err != nil {
+		if err := backend.Sleep(ctx, 30*time.Millisecond); err != nil {
 			return fmt.Errorf("pod %s still there: %w", name, err)
 		}
 	}

@@ -104,6 +104,9 @@ const maxStreams = 64
 
 // openStream waits for room for one more stream; release gives it back.
 func (b *Backend) openStream(ctx context.Context) (release func(), err error) {
+	if b.streams == nil {
+		return func() {}, nil
+	}
 	select {
 	case b.streams <- struct{}{}:
 		return func() { <-b.streams }, nil

@@ -86,7 +86,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	b.instances[name] = in
 	b.mu.Unlock()
 	pod := b.podSpec(name, cm, image, spec)
-	created, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := b.createPod(ctx, pod)
 	if err != nil {
 		b.mu.Lock()
 		delete(b.instances, name)
@@ -96,10 +96,52 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	}
 	in.mu.Lock()
 	in.uid = string(created.UID)
+	in.reportCreated()
 	in.mu.Unlock()
-	spec.OnState(backend.Created, "")
+	in.flush()
 	in.observe(created)
 	return in, nil
+}
+
+// maxCreates is the most pod creations in flight at once. The API server
+// of a small cluster answers thousands at once with timeouts (854 of 6,000
+// on the test cluster, "request did not complete within requested
+// timeout"); a few dozen at a time keep it busy without a queue.
+const maxCreates = 32
+
+// createPod creates pod, again when the API server timed out or asked to be
+// called later (the first call may have made it after all: a pod of that
+// name that carries this run's and this instance's labels is taken as
+// the one made).
+func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	if b.creates != nil {
+		select {
+		case b.creates <- struct{}{}:
+			defer func() { <-b.creates }()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	delay := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		created, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
+		if attempt > 1 && apierrors.IsAlreadyExists(err) {
+			p, gerr := b.podOf(ctx, pod.Name)
+			if gerr == nil && p.Labels[LabelInstance] == pod.Labels[LabelInstance] {
+				return p, nil
+			}
+			return nil, err
+		}
+		retry := apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
+		if err == nil || !retry || attempt == 5 {
+			return created, err
+		}
+		b.run.Logf("creating pod %s (attempt %d): %v; trying again", pod.Name, attempt, err)
+		if serr := backend.Sleep(ctx, delay); serr != nil {
+			return nil, err
+		}
+		delay *= 2
+	}
 }
 
 // ensureScripts makes the ConfigMap that holds the wrapper and the
@@ -225,8 +267,13 @@ type instance struct {
 	// one ever was.
 	mainID string
 	ran    bool
-	state  backend.State
-	reason string
+	// queue holds state reports not yet made, in order; flushing says a
+	// goroutine is making them (flush).
+	queue           []func()
+	flushing        bool
+	createdReported bool
+	state           backend.State
+	reason          string
 	// settled are main containers whose end is accounted for (Down took
 	// them down, or their end was reported); terminated are those seen
 	// ended.
@@ -291,23 +338,25 @@ func endState(t *corev1.ContainerStateTerminated, killed bool) (backend.State, s
 
 // observe applies one snapshot of the pod.
 func (in *instance) observe(p *corev1.Pod) {
-	var reports []func()
 	in.mu.Lock()
 	if in.ended || (in.uid != "" && string(p.UID) != in.uid) {
 		in.mu.Unlock()
 		return
 	}
+	// The watch can show the pod before its creation has returned (a
+	// simulated node runs it at once, and a busy API server answers late).
+	in.reportCreated()
 	report := func(s backend.State, r string) {
 		if s == in.state && r == in.reason {
 			return
 		}
 		in.state, in.reason = s, r
-		reports = append(reports, func() { in.spec.OnState(s, r) })
+		in.queue = append(in.queue, func() { in.spec.OnState(s, r) })
 	}
 	end := func(s backend.State, r string) {
 		report(s, r)
 		in.ended = true
-		reports = append(reports, func() { close(in.done) })
+		in.queue = append(in.queue, func() { close(in.done) })
 	}
 	for _, st := range p.Status.ContainerStatuses {
 		if st.State.Running != nil && st.Name != mainContainer {
@@ -370,9 +419,46 @@ func (in *instance) observe(p *corev1.Pod) {
 	close(in.changed)
 	in.changed = make(chan struct{})
 	in.mu.Unlock()
-	for _, f := range reports {
-		f()
+	in.flush()
+}
+
+// reportCreated queues the Created state, once, before any other. in.mu
+// held.
+func (in *instance) reportCreated() {
+	if in.createdReported {
+		return
 	}
+	in.createdReported = true
+	if in.state == "" {
+		in.state = backend.Created
+	}
+	in.queue = append(in.queue, func() { in.spec.OnState(backend.Created, "") })
+}
+
+// flush makes the queued reports, in the order they were queued, outside
+// in.mu (OnState takes the engine's locks, which call into instances).
+// Whoever finds the queue being drained leaves its reports to the drainer,
+// so the engine never sees a later state before an earlier one: the watch
+// and the creation both report, and out of order a pod Running before its
+// creation returned was left Created, and a wait for running never ended.
+func (in *instance) flush() {
+	in.mu.Lock()
+	if in.flushing {
+		in.mu.Unlock()
+		return
+	}
+	in.flushing = true
+	for len(in.queue) > 0 {
+		q := in.queue
+		in.queue = nil
+		in.mu.Unlock()
+		for _, f := range q {
+			f()
+		}
+		in.mu.Lock()
+	}
+	in.flushing = false
+	in.mu.Unlock()
 }
 
 // deleted ends the instance whose pod is gone.
@@ -387,12 +473,13 @@ func (in *instance) deleted(p *corev1.Pod) {
 	if in.killed {
 		reason = "Killed(SIGKILL)"
 	}
+	in.reportCreated()
 	in.state, in.reason = backend.Failed, reason
+	in.queue = append(in.queue, func() { in.spec.OnState(backend.Failed, reason) }, func() { close(in.done) })
 	close(in.changed)
 	in.changed = make(chan struct{})
 	in.mu.Unlock()
-	in.spec.OnState(backend.Failed, reason)
-	close(in.done)
+	in.flush()
 }
 
 // finish ends the instance where it lies, once.
@@ -404,11 +491,11 @@ func (in *instance) finish(s backend.State, reason string) {
 	}
 	in.ended = true
 	in.state, in.reason = s, reason
+	in.queue = append(in.queue, func() { in.spec.OnState(s, reason) }, func() { close(in.done) })
 	close(in.changed)
 	in.changed = make(chan struct{})
 	in.mu.Unlock()
-	in.spec.OnState(s, reason)
-	close(in.done)
+	in.flush()
 }
 
 // waitUntil returns once cond holds under the lock, checked after every
@@ -493,8 +580,10 @@ func (in *instance) Down(ctx context.Context, d backend.Down) error {
 	in.down = true
 	in.settled[cid] = true
 	in.state, in.reason = backend.Pending, d.Reason
+	reason := d.Reason
+	in.queue = append(in.queue, func() { in.spec.OnState(backend.Pending, reason) })
 	in.mu.Unlock()
-	in.spec.OnState(backend.Pending, d.Reason)
+	in.flush()
 	gone := func() bool { return in.terminated[cid] || in.mainID != cid || in.ended }
 	if d.Grace > 0 {
 		if _, err := in.b.signalContainer(ctx, in.pod, collectorContainer, cid, "TERM"); err != nil {

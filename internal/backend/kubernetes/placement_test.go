@@ -63,7 +63,9 @@ func TestRunningWithoutContainerID(t *testing.T) {
 		ContainerStatuses: []corev1.ContainerStatus{{Name: mainContainer, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
 	in.observe(p)
 	in.observe(p.DeepCopy()) // a resync: no second start
-	if !reflect.DeepEqual(states, []backend.State{backend.Running}) {
-		t.Fatalf("states %v, want [Running]", states)
+	// Created comes first even when the watch is first (Create had not
+	// reported it yet).
+	if !reflect.DeepEqual(states, []backend.State{backend.Created, backend.Running}) {
+		t.Fatalf("states %v, want [Created Running]", states)
 	}
 }
