@@ -1,11 +1,9 @@
 package docker_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,21 +86,8 @@ func (r *bgRun) await(dir, name string, want map[string]string, limit time.Durat
 	r.t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		data, _ := os.ReadFile(filepath.Join(dir, "timeline.jsonl"))
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var e map[string]any
-			if json.Unmarshal(sc.Bytes(), &e) != nil || e["event"] != name {
-				continue
-			}
-			ok := true
-			for k, v := range want {
-				ok = ok && fmt.Sprint(e[k]) == v
-			}
-			if ok {
-				return e
-			}
+		if e := netfaulttest.FindEvent(dir, name, want); e != nil {
+			return e
 		}
 		if time.Now().After(deadline) {
 			r.t.Fatalf("no %s %v within %s", name, want, limit)

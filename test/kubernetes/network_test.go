@@ -1,11 +1,9 @@
 package kubernetes_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,21 +24,8 @@ func timelineEvent(t *testing.T, dir, name string, want map[string]string, limit
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		data, _ := os.ReadFile(filepath.Join(dir, "timeline.jsonl"))
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var e map[string]any
-			if json.Unmarshal(sc.Bytes(), &e) != nil || e["event"] != name {
-				continue
-			}
-			ok := true
-			for k, v := range want {
-				ok = ok && fmt.Sprint(e[k]) == v
-			}
-			if ok {
-				return e
-			}
+		if e := netfaulttest.FindEvent(dir, name, want); e != nil {
+			return e
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s %v within %s", name, want, limit)

@@ -10,12 +10,16 @@
 package netfaulttest
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"syscall"
@@ -301,4 +305,27 @@ func ReachFrom(pid int, addr string) error {
 		ch <- err
 	}()
 	return <-ch
+}
+
+// FindEvent returns the first event of the run directory's timeline named
+// name whose fields print as want, or nil: what an end-to-end test polls
+// for while a run goes on.
+func FindEvent(dir, name string, want map[string]string) map[string]any {
+	data, _ := os.ReadFile(filepath.Join(dir, "timeline.jsonl"))
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e map[string]any
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e["event"] != name {
+			continue
+		}
+		ok := true
+		for k, v := range want {
+			ok = ok && fmt.Sprint(e[k]) == v
+		}
+		if ok {
+			return e
+		}
+	}
+	return nil
 }
