@@ -178,6 +178,11 @@ func (e *engine) finishManifest() {
 	if err := rundir.ReadJSON(e.dir.ManifestFile(), &m); err != nil {
 		return
 	}
+	if e.git != nil {
+		if g := <-e.git; g != nil {
+			m.Git, changed = g, true
+		}
+	}
 	for _, o := range e.opened {
 		d, ok := o.b.(backend.Describer)
 		if !ok {

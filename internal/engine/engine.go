@@ -130,6 +130,8 @@ type engine struct {
 	locks []*os.File
 	// net keeps the run's network rules (runs with network faults).
 	net *netfault.Manager
+	// git receives what the git lookups found, once (writeInputs).
+	git chan *rundir.GitState
 }
 
 type openedBackend struct {
@@ -508,12 +510,16 @@ func (e *engine) writeInputs() error {
 	}
 	m.Replay = rundir.ReplayCommand(adapterRef, e.seed, absPath(e.x.File))
 	m.Host = hostInfo()
-	if sha, dirty, ok := gitState(filepath.Dir(e.x.File)); ok {
-		m.Git = &struct {
-			SHA   string `json:"sha"`
-			Dirty bool   `json:"dirty"`
-		}{sha, dirty}
-	}
+	// The git lookups (two forks of git, the most of a short run's fixed
+	// cost) run while the run does; finishManifest adds what they found.
+	e.git = make(chan *rundir.GitState, 1)
+	go func() {
+		var g *rundir.GitState
+		if sha, dirty, ok := gitState(filepath.Dir(e.x.File)); ok {
+			g = &rundir.GitState{SHA: sha, Dirty: dirty}
+		}
+		e.git <- g
+	}()
 	return rundir.WriteJSON(e.dir.ManifestFile(), m)
 }
 
@@ -547,6 +553,9 @@ func hostInfo() rundir.Host {
 // gitState returns the commit of the working tree dir is in, when there is
 // one, and whether it has uncommitted changes.
 func gitState(dir string) (sha string, dirty bool, ok bool) {
+	if !inGitTree(dir) {
+		return "", false, false // no fork of git where there is no repository
+	}
 	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
 	if err != nil {
 		return "", false, false
@@ -554,6 +563,24 @@ func gitState(dir string) (sha string, dirty bool, ok bool) {
 	sha = strings.TrimSpace(string(out))
 	st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output()
 	return sha, err == nil && len(strings.TrimSpace(string(st))) > 0, true
+}
+
+// inGitTree reports whether dir or one of its parents holds .git.
+func inGitTree(dir string) bool {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return true // let git decide
+	}
+	for {
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
+			return true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return false
+		}
+		dir = parent
+	}
 }
 
 // preflight runs the backends' own checks, then the adapter's, then the

@@ -123,10 +123,7 @@ type Manifest struct {
 		Version string `json:"version"`
 		Go      string `json:"go"`
 	} `json:"harness"`
-	Git *struct {
-		SHA   string `json:"sha"`
-		Dirty bool   `json:"dirty"`
-	} `json:"git,omitempty"`
+	Git     *GitState         `json:"git,omitempty"`
 	Seed    uint64            `json:"seed"`
 	Host    Host              `json:"host"`
 	Started time.Time         `json:"started"`
@@ -140,6 +137,13 @@ type Manifest struct {
 	// Ports are the free loopback ports the run allocated for the
 	// adapter's ports, by name.
 	Ports map[string]int `json:"ports,omitempty"`
+}
+
+// GitState is the commit of the working tree the experiment file is in,
+// and whether it had uncommitted changes.
+type GitState struct {
+	SHA   string `json:"sha"`
+	Dirty bool   `json:"dirty"`
 }
 
 // Processes is manifest.json's processes: the mode the run's process
