@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -279,24 +278,6 @@ func Find(ref, runsDir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s is not a campaign directory (one with %s), nor a campaign id in %s", ref, FileName, filepath.Join(runsDir, Subdir))
-}
-
-// gitBuild is the commit of the work tree dir is in, as the ledger writes
-// it: 12 hex digits, +dirty with uncommitted changes; "" outside Git.
-func gitBuild(dir string) string {
-	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
-	if err != nil {
-		return ""
-	}
-	sha := strings.TrimSpace(string(out))
-	if len(sha) > 12 {
-		sha = sha[:12]
-	}
-	st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output()
-	if err == nil && len(strings.TrimSpace(string(st))) > 0 {
-		sha += "+dirty"
-	}
-	return sha
 }
 
 // errNoVerdict marks a run that ended without a verdict.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/rundir"
@@ -19,11 +20,15 @@ import (
 //go:embed campaign.html.tmpl
 var pageTemplate string
 
-var pageTmpl = template.Must(template.New("campaign").Funcs(template.FuncMap{
-	"pct": stats.Percent,
-	"f1":  func(x float64) string { return fmt.Sprintf("%.1f", x) },
-	"f2":  func(x float64) string { return fmt.Sprintf("%.2f", x) },
-}).Parse(pageTemplate))
+// pageTmpl is parsed when a page is first written, not when the binary
+// starts: every command would pay for it.
+var pageTmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("campaign").Funcs(template.FuncMap{
+		"pct": stats.Percent,
+		"f1":  func(x float64) string { return fmt.Sprintf("%.1f", x) },
+		"f2":  func(x float64) string { return fmt.Sprintf("%.2f", x) },
+	}).Parse(pageTemplate))
+})
 
 // WritePage renders campaign.html into dir, atomically.
 func WritePage(dir string, f *File) error {
@@ -39,7 +44,7 @@ func WritePage(dir string, f *File) error {
 func Page(f *File) ([]byte, error) {
 	p := buildPage(f)
 	var b bytes.Buffer
-	if err := pageTmpl.Execute(&b, p); err != nil {
+	if err := pageTmpl().Execute(&b, p); err != nil {
 		return nil, fmt.Errorf("rendering the campaign page: %w", err)
 	}
 	return b.Bytes(), nil

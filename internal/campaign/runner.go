@@ -162,7 +162,7 @@ func newFile(o Options, id string, start time.Time) *File {
 	if a.Builtin {
 		f.Adapter.File = "built in"
 	}
-	f.Build = Build{Harness: buildinfo.String(), Go: runtime.Version(), Git: gitBuild(filepath.Dir(absPath(x.File)))}
+	f.Build = Build{Harness: buildinfo.String(), Go: runtime.Version(), Git: rundir.LookupGit(filepath.Dir(absPath(x.File))).Short()}
 	if o.Seed != nil {
 		f.Seed = *o.Seed
 	} else {

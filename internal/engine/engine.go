@@ -12,7 +12,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
@@ -514,11 +513,7 @@ func (e *engine) writeInputs() error {
 	// cost) run while the run does; finishManifest adds what they found.
 	e.git = make(chan *rundir.GitState, 1)
 	go func() {
-		var g *rundir.GitState
-		if sha, dirty, ok := gitState(filepath.Dir(e.x.File)); ok {
-			g = &rundir.GitState{SHA: sha, Dirty: dirty}
-		}
-		e.git <- g
+		e.git <- rundir.LookupGit(filepath.Dir(e.x.File))
 	}()
 	return rundir.WriteJSON(e.dir.ManifestFile(), m)
 }
@@ -548,39 +543,6 @@ func hostInfo() rundir.Host {
 		h.User = cu.Username
 	}
 	return h
-}
-
-// gitState returns the commit of the working tree dir is in, when there is
-// one, and whether it has uncommitted changes.
-func gitState(dir string) (sha string, dirty bool, ok bool) {
-	if !inGitTree(dir) {
-		return "", false, false // no fork of git where there is no repository
-	}
-	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
-	if err != nil {
-		return "", false, false
-	}
-	sha = strings.TrimSpace(string(out))
-	st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output()
-	return sha, err == nil && len(strings.TrimSpace(string(st))) > 0, true
-}
-
-// inGitTree reports whether dir or one of its parents holds .git.
-func inGitTree(dir string) bool {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return true // let git decide
-	}
-	for {
-		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil {
-			return true
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return false
-		}
-		dir = parent
-	}
 }
 
 // preflight runs the backends' own checks, then the adapter's, then the

@@ -14,8 +14,9 @@ type deadChild struct {
 	z    zkey
 	pgrp int
 	// cgroup is its cgroup v2 path as /proc/PID/cgroup shows it ("" when
-	// unknown).
-	cgroup string
+	// unknown), read once when first asked: in process-group mode nobody
+	// asks, in cgroup mode every waiter sharing the scan does.
+	cgroup func() string
 }
 
 // deadScans shares scans of the harness's dead children among the
@@ -83,7 +84,11 @@ func scanDeadChildren() []deadChild {
 		if st.state != 'Z' || isLive(st) {
 			continue
 		}
-		cg, _ := cgroup.CgroupOf(st.pid)
+		pid := st.pid
+		cg := sync.OnceValue(func() string {
+			cg, _ := cgroup.CgroupOf(pid)
+			return cg
+		})
 		out = append(out, deadChild{z: zkey{st.pid, st.start}, pgrp: st.pgrp, cgroup: cg})
 	}
 	return out

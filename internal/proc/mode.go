@@ -146,7 +146,7 @@ func (s *Supervisor) Leftovers() ([]Leftover, error) {
 			out = append(out, describeLeftover(st, "cgroup", cg))
 		}
 	}
-	marked, err := FindByMarker(s.marker)
+	marked, err := findByMarker(s.marker, selfStart())
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -568,3 +568,41 @@ func sortedPids(pids ...int) []int {
 	slices.Sort(pids)
 	return pids
 }
+
+// TestFindByMarkerSince: a process that started before since is not read,
+// one that started at since or later is found.
+func TestFindByMarkerSince(t *testing.T) {
+	marker := "CHAOS_TEST_MARKER=since-" + strconv.Itoa(os.Getpid())
+	c := exec.Command("sleep", "1000")
+	c.Env = append(os.Environ(), marker)
+	if err := StartTracked(c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	})
+	st, err := readStat(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		since uint64
+		want  bool
+	}{
+		{0, true},
+		{st.start, true},
+		{st.start + 1, false},
+	} {
+		found, err := findByMarker(marker, tc.since)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Contains(found, c.Process.Pid); got != tc.want {
+			t.Errorf("findByMarker(since %d) with the process started at %d: found %v, want %v", tc.since, st.start, got, tc.want)
+		}
+	}
+	if selfStart() == 0 || selfStart() > st.start {
+		t.Errorf("selfStart() = %d, want this test's start, before its child's %d", selfStart(), st.start)
+	}
+}

@@ -267,7 +267,16 @@ func liveThread(pid int) int {
 // after they have escaped their process group and their parent has died. The
 // calling process is never included, so a harness that itself carries the
 // marker cannot find (and later signal) itself.
-func FindByMarker(marker string) ([]int, error) {
+func FindByMarker(marker string) ([]int, error) { return findByMarker(marker, 0) }
+
+// findByMarker is FindByMarker among the processes that started no earlier
+// than since (clock ticks after boot). A process older than the run cannot
+// have been given its marker, which did not exist yet (exec keeps a
+// process's start time, but only the run's own processes know the marker to
+// exec with), so a harness looking for its own run's processes reads the
+// environment of the few started since it began, not of every process on
+// the machine.
+func findByMarker(marker string, since uint64) ([]int, error) {
 	if err := validateMarker(marker); err != nil {
 		return nil, err
 	}
@@ -278,7 +287,7 @@ func FindByMarker(marker string) ([]int, error) {
 	self := os.Getpid()
 	var out []int
 	for pid, st := range procs {
-		if pid == self || !isLive(st) {
+		if pid == self || !isLive(st) || st.start < since {
 			continue
 		}
 		ok, err := hasEnvEntry(pid, marker)
@@ -455,3 +464,13 @@ func subtree(root int) []procStat {
 	}
 	return out
 }
+
+// selfStart is this process's start time in clock ticks after boot, or 0
+// (no process excluded) when it cannot be read.
+var selfStart = sync.OnceValue(func() uint64 {
+	st, err := readStat(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return st.start
+})

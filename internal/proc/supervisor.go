@@ -840,7 +840,7 @@ func (p *Process) WaitGone(ctx context.Context) error {
 	self := os.Getpid()
 	if p.cg != nil {
 		for {
-			zs := zombieChildrenWhere(func(d deadChild) bool { return p.cg.Holds(d.cgroup) })
+			zs := zombieChildrenWhere(func(d deadChild) bool { return p.cg.Holds(d.cgroup()) })
 			if len(zs) == 0 {
 				break
 			}

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/limits"
@@ -64,7 +65,11 @@ const (
 //go:embed page.html.tmpl
 var pageTemplate string
 
-var tmpl = template.Must(template.New("report").Parse(pageTemplate))
+// tmpl is parsed when a report is first written, not when the binary
+// starts: every command would pay for it.
+var tmpl = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Parse(pageTemplate))
+})
 
 // WriteFile renders the run's report to RUN/report.html (r.Dir.ReportFile()),
 // atomically: a reader sees the old page or the new one, never half of one.
@@ -82,7 +87,7 @@ func Write(w io.Writer, r *runview.Run) error {
 	p := build(r)
 	var buf bytes.Buffer
 	bw := bufio.NewWriterSize(&buf, 64<<10)
-	if err := tmpl.Execute(bw, p); err != nil {
+	if err := tmpl().Execute(bw, p); err != nil {
 		return fmt.Errorf("rendering the report: %w", err)
 	}
 	if err := bw.Flush(); err != nil {

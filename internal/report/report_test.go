@@ -397,7 +397,7 @@ func TestChartPointBudget(t *testing.T) {
 		t.Errorf("%d points drawn, budget %d", points, maxPoints)
 	}
 	var buf bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&buf, "report", &page{Charts: charts, Gantt: &gantt{}, W: svgW, L: gutL, P: plotW}); err != nil {
+	if err := tmpl().ExecuteTemplate(&buf, "report", &page{Charts: charts, Gantt: &gantt{}, W: svgW, L: gutL, P: plotW}); err != nil {
 		t.Fatal(err)
 	}
 	if buf.Len() > maxReportBytes {

@@ -102,15 +102,7 @@ func Read(root string) (Entry, error) {
 				e.Seconds = math.Round(v.Evaluated.Sub(m.Started).Seconds()*1000) / 1000
 			}
 		}
-		if m.Git != nil {
-			e.Git = m.Git.SHA
-			if len(e.Git) > 12 {
-				e.Git = e.Git[:12]
-			}
-			if m.Git.Dirty {
-				e.Git += "+dirty"
-			}
-		}
+		e.Git = m.Git.Short()
 	}
 	if e.RunID == "" {
 		e.RunID = filepath.Base(root)

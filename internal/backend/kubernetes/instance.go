@@ -269,11 +269,11 @@ type instance struct {
 	ran    bool
 	// queue holds state reports not yet made, in order; flushing says a
 	// goroutine is making them (flush).
-	queue           []func()
-	flushing        bool
-	createdReported bool
-	state           backend.State
-	reason          string
+	queue    []func()
+	flushing bool
+	// state is "" until Created is reported, which comes before any other.
+	state  backend.State
+	reason string
 	// settled are main containers whose end is accounted for (Down took
 	// them down, or their end was reported); terminated are those seen
 	// ended.
@@ -425,13 +425,10 @@ func (in *instance) observe(p *corev1.Pod) {
 // reportCreated queues the Created state, once, before any other. in.mu
 // held.
 func (in *instance) reportCreated() {
-	if in.createdReported {
+	if in.state != "" {
 		return
 	}
-	in.createdReported = true
-	if in.state == "" {
-		in.state = backend.Created
-	}
+	in.state = backend.Created
 	in.queue = append(in.queue, func() { in.spec.OnState(backend.Created, "") })
 }
 
