@@ -69,7 +69,7 @@ const (
 const (
 	// MaxReportBars bounds the bars and milestones of report.html's
 	// timeline.
-	MaxReportBars = 50_000
+	MaxReportBars = 100_000
 	// MaxReportBands bounds the operation bands drawn across each chart
 	// of report.html.
 	MaxReportBands = 1_000
