@@ -10,11 +10,23 @@ go build -o "$bin" ./cmd/chaos
 runs=$(mktemp -d)
 trap 'rm -rf "$runs" "$(dirname "$bin")"' EXIT
 
-# A whole run of the smallest experiment, and its offline evaluation.
-"$bin" run --plain --adapter local --runs-dir "$runs" examples/hello-world.yaml >/dev/null 2>&1
+# A whole run of the smallest experiment against the same job in plain
+# shell (issue 16: within 3x), and its offline evaluation. The experiment
+# is copied out of the repository, as a user's would be, so no git runs.
+cp examples/hello-world.yaml "$runs/hello-world.yaml"
+cat >"$runs/hello.sh" <<'EOF'
+d=$(mktemp -d)
+mkdir "$d/out"
+sh -c 'echo "hello, world" > "$1/greeting"' sh "$d/out"
+echo $? >"$d/exit_code"
+grep -qx "hello, world" "$d/out/greeting"
+rm -rf "$d"
+EOF
+"$bin" run --plain --adapter local --runs-dir "$runs" "$runs/hello-world.yaml" >/dev/null 2>&1
 run=$(ls -d "$runs"/hello-world/* | head -1)
 hyperfine --warmup 3 --runs "${RUNS:-20}" --export-markdown "${OUT:-/dev/stdout}" \
-  -n 'run hello-world (local)' "$bin run --plain --adapter local --runs-dir $runs examples/hello-world.yaml" \
+  -n 'run hello-world (local)' "$bin run --plain --adapter local --runs-dir $runs $runs/hello-world.yaml" \
+  -n 'the same job in plain shell' "sh $runs/hello.sh" \
   -n 'evaluate hello-world' "$bin evaluate $run" \
   -n 'validate every example' "$bin validate --dir examples"
 
