@@ -151,7 +151,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("docker: the engine is unreachable: %w", err)
 	}
 	b := &Backend{
-		cfg: cfg, cli: cli, g: guard{cli: cli, runID: cfg.RunID},
+		cfg: cfg, cli: cli, g: guard{cli: cli, runID: cfg.RunID, ours: &sync.Map{}},
 		version: v.Version, api: v.APIVersion,
 		instances: map[string]*instance{}, digests: map[string]string{},
 		seen: map[string]bool{}, seenCh: make(chan struct{}),

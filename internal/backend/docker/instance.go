@@ -118,6 +118,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 		if err != nil {
 			return fail(fmt.Errorf("creating sidecar %s: %w", role, err))
 		}
+		b.g.vouch(res.ID, labels(role, rs.Labels))
 		if err := b.g.start(ctx, res.ID); err != nil {
 			return fail(fmt.Errorf("starting sidecar %s: %w", role, err))
 		}
@@ -144,6 +145,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 	if err != nil {
 		return fail(fmt.Errorf("creating container: %w", err))
 	}
+	b.g.vouch(res.ID, labels(RoleInstance, nil))
 	in.mu.Lock()
 	in.id = res.ID
 	in.mu.Unlock()

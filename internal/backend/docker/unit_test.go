@@ -1,7 +1,9 @@
 package docker
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -34,5 +36,40 @@ func TestEndState(t *testing.T) {
 		if got := string(s) + " " + r; got != tc.want {
 			t.Errorf("endState(%d, %v, %v, %q) = %s, want %s", tc.code, tc.killed, tc.oom, tc.signal, got, tc.want)
 		}
+	}
+}
+
+// TestGuardVouch: only a whole id whose labels carry this run's label is
+// taken as the run's without an inspect; the guard has no client here, so
+// an inspect would panic.
+func TestGuardVouch(t *testing.T) {
+	const run = "20261201T120000Z-ab12"
+	full := strings.Repeat("ab", 32)
+	for _, tc := range []struct {
+		name   string
+		id     string
+		labels map[string]string
+		ours   bool
+	}{
+		{"made by the run", full, map[string]string{LabelRun: run}, true},
+		{"another run's", full, map[string]string{LabelRun: "20261201T120000Z-cd34"}, false},
+		{"no labels", full, nil, false},
+		{"a name", "chaos-main-0", map[string]string{LabelRun: run}, false},
+		{"an id prefix", full[:12], map[string]string{LabelRun: run}, false},
+		{"upper case", strings.ToUpper(full), map[string]string{LabelRun: run}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := guard{runID: run, ours: &sync.Map{}}
+			g.vouch(tc.id, tc.labels)
+			_, ok := g.ours.Load(tc.id)
+			if ok != tc.ours {
+				t.Fatalf("vouched = %v, want %v", ok, tc.ours)
+			}
+			if tc.ours {
+				if id, err := g.id(context.Background(), tc.id); err != nil || id != tc.id {
+					t.Fatalf("id = %q, %v", id, err)
+				}
+			}
+		})
 	}
 }
