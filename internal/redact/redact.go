@@ -81,13 +81,42 @@ type pattern struct {
 // bearer tokens anywhere.
 var builtin = []pattern{
 	{re: regexp.MustCompile(`\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s:/?#@"'<>]*:([^\s/?#@"'<>]+)@`),
-		quick: func(s string) bool { return strings.Contains(s, "://") }},
+		quick: hasURLPassword},
 	{re: regexp.MustCompile(`(?i)\b(?:proxy-)?authorization(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?:(?:basic|bearer|token|digest|negotiate|ntlm|apikey)[ \t]+)?([^\s"'<>,;\\]{4,})`),
 		quick: func(s string) bool { return containsAny(s, "uthorization", "UTHORIZATION") }},
 	{re: regexp.MustCompile(`(?i)\bbearer[ \t]+([A-Za-z0-9._~+/-]{8,}=*)`),
 		quick: func(s string) bool { return containsAny(s, "earer", "EARER") },
 		// "bearer authentication" is prose; a token has a digit or a sign.
 		keep: func(m string) bool { return !strings.ContainsAny(m, "0123456789._~+/-=") }},
+}
+
+// hasURLPassword reports whether some "://" in s is followed by
+// user:password@, as the first builtin pattern needs: a page full of
+// links without credentials (report.html) is then never run through the
+// regular expression.
+func hasURLPassword(s string) bool {
+	for {
+		i := strings.Index(s, "://")
+		if i < 0 {
+			return false
+		}
+		s = s[i+3:]
+		colon := false
+	scan:
+		for j := 0; j < len(s); j++ {
+			switch c := s[j]; c {
+			case ':':
+				colon = true
+			case '@':
+				if colon {
+					return true
+				}
+				break scan
+			case ' ', '\t', '\n', '\r', '\f', '/', '?', '#', '"', '\'', '<', '>':
+				break scan
+			}
+		}
+	}
 }
 
 func containsAny(s string, subs ...string) bool {

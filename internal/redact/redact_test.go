@@ -132,3 +132,38 @@ flow: w
 		t.Errorf("not idempotent: %q then %q", once, twice)
 	}
 }
+
+// hasURLPassword lets through every text the URL-credentials pattern
+// matches, and stops the text of a page full of plain links.
+func TestHasURLPassword(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want bool
+	}{
+		{"postgres://app:s3cret@db:5432/x", true},
+		{`<a href="http://example.com/a@b">`, false},
+		{`<svg xmlns="http://www.w3.org/2000/svg">`, false},
+		{"see http://host:8080/ and mail a@b", false},
+		{"http://:pw@host", true},
+		{"x://u:p\x0bw@h", true},
+		{"no url at all", false},
+	} {
+		if got := hasURLPassword(tc.s); got != tc.want {
+			t.Errorf("hasURLPassword(%q) = %v, want %v", tc.s, got, tc.want)
+		}
+		if builtin[0].re.MatchString(tc.s) && !hasURLPassword(tc.s) {
+			t.Errorf("%q: the pattern matches, the quick check says no", tc.s)
+		}
+	}
+}
+
+func FuzzHasURLPassword(f *testing.F) {
+	for _, s := range []string{"postgres://app:s3cret@db/x", "http://h/a@b", "a://b:c@", "x://u:p\x0bw@h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if builtin[0].re.MatchString(s) && !hasURLPassword(s) {
+			t.Fatalf("%q: the pattern matches, the quick check says no", s)
+		}
+	})
+}

@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"io/fs"
 	"math"
 	"net/url"
+	pathpkg "path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -530,48 +532,55 @@ func reportFiles(r *runview.Run) (out []file, notes []string) {
 	seen := map[string]bool{FileName: true}
 	more := 0
 	var refused []string
-	// The known files first, then everything else, level by level.
-	var rest []string
-	for depth, pat := 0, "*"; depth < maxDepth; depth, pat = depth+1, pat+"/*" {
-		files, _ := r.Dir.Glob(pat)
-		if len(files) == 0 {
-			break
+	// One walk of the run directory: every entry, sorted by path, with
+	// what the walk learnt of it.
+	var all []string
+	entries := map[string]fs.DirEntry{}
+	_ = r.Dir.Walk(maxDepth, func(rel string, e fs.DirEntry) error {
+		all = append(all, rel)
+		entries[rel] = e
+		return nil
+	})
+	sort.Strings(all)
+	// The known files first, then everything else.
+	var known []string
+	for _, pat := range logPatterns {
+		for _, rel := range all {
+			if ok, _ := pathpkg.Match(pat, rel); ok {
+				known = append(known, rel)
+			}
 		}
-		rest = append(rest, files...)
 	}
-	sort.Strings(rest)
-	for _, group := range [][]string{nil, rest} {
-		var files []string
-		if group == nil {
-			for _, pat := range logPatterns {
-				m, _ := r.Dir.Glob(pat)
-				files = append(files, m...)
-			}
-		} else {
-			files = group
+	for _, rel := range append(known, all...) {
+		if base := rel[strings.LastIndexByte(rel, '/')+1:]; strings.HasPrefix(base, ".tmp-") {
+			continue // a file being written atomically
 		}
-		for _, rel := range files {
-			if base := rel[strings.LastIndexByte(rel, '/')+1:]; strings.HasPrefix(base, ".tmp-") {
-				continue // a file being written atomically
-			}
-			if seen[rel] {
-				continue
-			}
-			seen[rel] = true
-			fi, err := r.Dir.Stat(rel)
-			if rundir.IsEscape(err) {
-				refused = append(refused, rel)
-				continue
-			}
-			if err != nil || !fi.Mode().IsRegular() {
-				continue
-			}
-			if len(out) >= limits.MaxReportFiles {
-				more++
-				continue
-			}
-			out = append(out, file{rel: rel, size: fi.Size()})
+		if seen[rel] {
+			continue
 		}
+		seen[rel] = true
+		e := entries[rel]
+		if !e.Type().IsRegular() && e.Type()&fs.ModeSymlink == 0 {
+			continue
+		}
+		// A regular file's size is the walk's; a symlink is followed inside
+		// the run directory only.
+		fi, err := e.Info()
+		if e.Type()&fs.ModeSymlink != 0 {
+			fi, err = r.Dir.Stat(rel)
+		}
+		if rundir.IsEscape(err) {
+			refused = append(refused, rel)
+			continue
+		}
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if len(out) >= limits.MaxReportFiles {
+			more++
+			continue
+		}
+		out = append(out, file{rel: rel, size: fi.Size()})
 	}
 	if len(refused) > 0 {
 		notes = append(notes, fmt.Sprintf("Not read: %s, which lead%s outside the run directory (a symlink).", strings.Join(clipList(refused, 20), ", "), map[bool]string{true: "s", false: ""}[len(refused) == 1]))

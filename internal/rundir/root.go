@@ -208,6 +208,33 @@ func (d *Dir) Glob(pattern string) ([]string, error) {
 	return fs.Glob(r.FS(), pattern)
 }
 
+// Walk calls fn for every entry of the run directory down to maxDepth
+// levels (1: the entries of the run directory itself), each directory read
+// once, in lexical order, with slash-separated names relative to the run
+// directory. Symlinks are passed to fn, never followed: fn can Stat one to
+// learn whether it leads out. An error from fn stops the walk.
+func (d *Dir) Walk(maxDepth int, fn func(rel string, e fs.DirEntry) error) error {
+	r, err := d.root()
+	if err != nil {
+		return err
+	}
+	return fs.WalkDir(r.FS(), ".", func(rel string, e fs.DirEntry, err error) error {
+		if rel == "." {
+			return err
+		}
+		if err != nil {
+			return nil // an unreadable directory: its entries are left out
+		}
+		if err := fn(rel, e); err != nil {
+			return err
+		}
+		if e.IsDir() && strings.Count(rel, "/")+1 >= maxDepth {
+			return fs.SkipDir
+		}
+		return nil
+	})
+}
+
 // Abs is the full path of a name under the run directory, for messages
 // and for a working directory; it does not check the name.
 func (d *Dir) Abs(name string) string { return filepath.Join(d.Root, filepath.FromSlash(d.rel(name))) }
