@@ -104,12 +104,18 @@ const maxStreams = 64
 
 // openStream waits for room for one more stream; release gives it back.
 func (b *Backend) openStream(ctx context.Context) (release func(), err error) {
-	if b.streams == nil {
+	return acquire(ctx, b.streams)
+}
+
+// acquire waits for a free slot of slots (a nil one has room for all) or
+// for ctx to end; release gives the slot back.
+func acquire(ctx context.Context, slots chan struct{}) (release func(), err error) {
+	if slots == nil {
 		return func() {}, nil
 	}
 	select {
-	case b.streams <- struct{}{}:
-		return func() { <-b.streams }, nil
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -114,14 +114,11 @@ const maxCreates = 32
 // name that carries this run's and this instance's labels is taken as
 // the one made).
 func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
-	if b.creates != nil {
-		select {
-		case b.creates <- struct{}{}:
-			defer func() { <-b.creates }()
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	release, err := acquire(ctx, b.creates)
+	if err != nil {
+		return nil, err
 	}
+	defer release()
 	delay := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		created, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
@@ -461,20 +458,15 @@ func (in *instance) flush() {
 // deleted ends the instance whose pod is gone.
 func (in *instance) deleted(p *corev1.Pod) {
 	in.mu.Lock()
-	if in.ended || (in.uid != "" && string(p.UID) != in.uid) {
+	if in.uid != "" && string(p.UID) != in.uid {
 		in.mu.Unlock()
 		return
 	}
-	in.ended = true
 	reason := "Deleted"
 	if in.killed {
 		reason = "Killed(SIGKILL)"
 	}
-	in.reportCreated()
-	in.state, in.reason = backend.Failed, reason
-	in.queue = append(in.queue, func() { in.spec.OnState(backend.Failed, reason) }, func() { close(in.done) })
-	close(in.changed)
-	in.changed = make(chan struct{})
+	in.endLocked(backend.Failed, reason)
 	in.mu.Unlock()
 	in.flush()
 }
@@ -482,17 +474,23 @@ func (in *instance) deleted(p *corev1.Pod) {
 // finish ends the instance where it lies, once.
 func (in *instance) finish(s backend.State, reason string) {
 	in.mu.Lock()
+	in.endLocked(s, reason)
+	in.mu.Unlock()
+	in.flush()
+}
+
+// endLocked queues the instance's end, once, after its Created, and wakes
+// its waiters; flush makes the reports. in.mu held.
+func (in *instance) endLocked(s backend.State, reason string) {
 	if in.ended {
-		in.mu.Unlock()
 		return
 	}
 	in.ended = true
+	in.reportCreated()
 	in.state, in.reason = s, reason
 	in.queue = append(in.queue, func() { in.spec.OnState(s, reason) }, func() { close(in.done) })
 	close(in.changed)
 	in.changed = make(chan struct{})
-	in.mu.Unlock()
-	in.flush()
 }
 
 // waitUntil returns once cond holds under the lock, checked after every
