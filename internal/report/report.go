@@ -21,7 +21,7 @@ import (
 	"net/url"
 	pathpkg "path"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -532,26 +532,26 @@ func reportFiles(r *runview.Run) (out []file, notes []string) {
 	seen := map[string]bool{FileName: true}
 	more := 0
 	var refused []string
-	// One walk of the run directory: every entry, sorted by path, with
-	// what the walk learnt of it.
-	var all []string
+	// One walk of the run directory, in the order a glob lists (directory
+	// by directory), with what the walk learnt of each entry.
+	var walked []string
 	entries := map[string]fs.DirEntry{}
 	_ = r.Dir.Walk(maxDepth, func(rel string, e fs.DirEntry) error {
-		all = append(all, rel)
+		walked = append(walked, rel)
 		entries[rel] = e
 		return nil
 	})
-	sort.Strings(all)
-	// The known files first, then everything else.
+	// The known files first, pattern by pattern, then everything else, by
+	// path.
 	var known []string
 	for _, pat := range logPatterns {
-		for _, rel := range all {
+		for _, rel := range walked {
 			if ok, _ := pathpkg.Match(pat, rel); ok {
 				known = append(known, rel)
 			}
 		}
 	}
-	for _, rel := range append(known, all...) {
+	for _, rel := range append(known, slices.Sorted(slices.Values(walked))...) {
 		if base := rel[strings.LastIndexByte(rel, '/')+1:]; strings.HasPrefix(base, ".tmp-") {
 			continue // a file being written atomically
 		}
