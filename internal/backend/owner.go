@@ -4,8 +4,9 @@ import (
 	"errors"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // Owner identifies the harness process that made something on a system
@@ -55,24 +56,14 @@ func (o Owner) Alive() (alive, known bool) {
 	return true, true
 }
 
-// pidStart is the process's start time in clock ticks since boot (field 22
-// of /proc/PID/stat), which tells a live harness from a reused pid.
+// pidStart is the process's start time in clock ticks since boot, which
+// tells a live harness from a reused pid; "" when it cannot be read.
 func pidStart(pid int) string {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	start, err := proc.StartTime(pid)
 	if err != nil {
 		return ""
 	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); start time is field 22.
-	if len(f) < 20 {
-		return ""
-	}
-	return f[19]
+	return strconv.FormatUint(start, 10)
 }
 
 func pidNS() string {

@@ -198,6 +198,20 @@ func State(pid int) (byte, error) {
 	return st.state, nil
 }
 
+// StartTime returns pid's start time in clock ticks after boot (field 22
+// of /proc/PID/stat): with the pid, it tells a process from a later one
+// given the same pid.
+func StartTime(pid int) (uint64, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("proc: invalid pid %d", pid)
+	}
+	st, err := readStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	return st.start, nil
+}
+
 // Parent returns the parent pid of pid, 0 when it cannot be read (the
 // process is gone).
 func Parent(pid int) int {
@@ -468,9 +482,6 @@ func subtree(root int) []procStat {
 // selfStart is this process's start time in clock ticks after boot, or 0
 // (no process excluded) when it cannot be read.
 var selfStart = sync.OnceValue(func() uint64 {
-	st, err := readStat(os.Getpid())
-	if err != nil {
-		return 0
-	}
-	return st.start
+	start, _ := StartTime(os.Getpid())
+	return start
 })
