@@ -55,6 +55,7 @@ echo "report.html of the large run: $(stat -c %s "$big/report.html") bytes"
 go test -run '^$' -bench 'SignalLatency|ReceiveHTTP|Report' -benchtime "${BENCHTIME:-1x}" \
   ./internal/observe/ ./internal/otlp/ ./internal/report/
 go test -run '^$' -bench 'Large' -benchtime "${BENCHTIME:-1x}" ./internal/cli/
+go test -run '^$' -bench 'LeftoverScan' -benchtime "${SCAN_BENCHTIME:-100x}" ./internal/proc/
 go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaign/
 
 # At scale (each opt-in, for they take minutes): DOCKER_N containers

@@ -122,3 +122,23 @@ func BenchmarkSignalOne(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLeftoverScan is the marker scan that lists a run's processes at
+// its end (twice: the capture, then the sweep), over every process on the
+// machine and over the pids given out since a cursor read just before
+// (what a run's Supervisor does).
+func BenchmarkLeftoverScan(b *testing.B) {
+	since := selfStart()
+	for _, bc := range []struct {
+		name   string
+		cursor pidCursor
+	}{{"every-process", pidCursor{}}, {"since-cursor", readPidCursor()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := findByMarker("CHAOS_RUN_ID=bench-"+strconv.Itoa(os.Getpid()), since, bc.cursor); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

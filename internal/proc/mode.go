@@ -146,7 +146,7 @@ func (s *Supervisor) Leftovers() ([]Leftover, error) {
 			out = append(out, describeLeftover(st, "cgroup", cg))
 		}
 	}
-	marked, err := findByMarker(s.marker, selfStart())
+	marked, err := findByMarker(s.marker, selfStart(), s.cursor)
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -594,7 +594,7 @@ func TestFindByMarkerSince(t *testing.T) {
 		{st.start, true},
 		{st.start + 1, false},
 	} {
-		found, err := findByMarker(marker, tc.since)
+		found, err := findByMarker(marker, tc.since, pidCursor{})
 		if err != nil {
 			t.Fatal(err)
 		}

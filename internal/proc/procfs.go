@@ -85,12 +85,7 @@ func isDenied(err error) bool {
 // that vanish while the snapshot is taken are silently skipped: that race is
 // inherent to procfs and every caller re-validates before acting.
 func listProcs() (map[int]procStat, error) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil, err
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
+	names, err := procNames()
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +102,16 @@ func listProcs() (map[int]procStat, error) {
 		procs[pid] = st
 	}
 	return procs, nil
+}
+
+// procNames lists /proc: the pids, and other names.
+func procNames() ([]string, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 // childrenIndex maps each ppid to its children in a snapshot.
@@ -281,7 +286,7 @@ func liveThread(pid int) int {
 // after they have escaped their process group and their parent has died. The
 // calling process is never included, so a harness that itself carries the
 // marker cannot find (and later signal) itself.
-func FindByMarker(marker string) ([]int, error) { return findByMarker(marker, 0) }
+func FindByMarker(marker string) ([]int, error) { return findByMarker(marker, 0, pidCursor{}) }
 
 // findByMarker is FindByMarker among the processes that started no earlier
 // than since (clock ticks after boot). A process older than the run cannot
@@ -290,18 +295,28 @@ func FindByMarker(marker string) ([]int, error) { return findByMarker(marker, 0)
 // exec with), so a harness looking for its own run's processes reads the
 // environment of the few started since it began, not of every process on
 // the machine.
-func findByMarker(marker string, since uint64) ([]int, error) {
+//
+// With a cursor read before any such process started (ok), it also skips,
+// without reading them, the pids the allocator cannot have given out since.
+func findByMarker(marker string, since uint64, then pidCursor) ([]int, error) {
 	if err := validateMarker(marker); err != nil {
 		return nil, err
 	}
-	procs, err := listProcs()
+	names, err := procNames()
 	if err != nil {
 		return nil, err
 	}
+	// Read after the listing, the cursor bounds every pid in it.
+	in, bounded := readPidCursor().since(then)
 	self := os.Getpid()
 	var out []int
-	for pid, st := range procs {
-		if pid == self || !isLive(st) || st.start < since {
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid <= 0 || pid == self || bounded && !in(pid) {
+			continue
+		}
+		st, err := readStat(pid)
+		if err != nil || !isLive(st) || st.start < since {
 			continue
 		}
 		ok, err := hasEnvEntry(pid, marker)

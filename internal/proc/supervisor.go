@@ -69,6 +69,8 @@ var instanceSeq atomic.Uint64
 // the single process-wide orphan reaper.
 type Supervisor struct {
 	marker string
+	// cursor is the pid allocator's before any child carried the marker.
+	cursor pidCursor
 
 	mu        sync.RWMutex
 	closed    bool
@@ -92,7 +94,7 @@ func NewSupervisor(marker string) (*Supervisor, error) {
 		return nil, fmt.Errorf("proc: prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 	}
 	theReaper.acquire()
-	return &Supervisor{marker: marker}, nil
+	return &Supervisor{marker: marker, cursor: readPidCursor()}, nil
 }
 
 // Marker returns the environment entry every child of s carries.
