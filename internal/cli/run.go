@@ -86,6 +86,7 @@ that does not parse or bind, a bad flag, no such file or id).`,
 			}
 			ctx, stop := s.signalContext()
 			defer stop()
+			report.Prepare()
 			out, err := engine.Run(ctx, cfg)
 			if err != nil {
 				return bindFailure(s, x, a, err)

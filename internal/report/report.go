@@ -73,6 +73,14 @@ var tmpl = sync.OnceValue(func() *template.Template {
 	return template.Must(template.New("report").Parse(pageTemplate))
 })
 
+// Prepare parses the page template and has html/template escape it, on an
+// empty page, in the background. A run calls it as it starts: the 2 to 3 ms
+// this takes then overlap the run's waits on its processes instead of
+// following its verdict.
+func Prepare() {
+	go func() { _ = tmpl().Execute(io.Discard, &page{}) }()
+}
+
 // WriteFile renders the run's report to RUN/report.html (r.Dir.ReportFile()),
 // atomically: a reader sees the old page or the new one, never half of one.
 func WriteFile(r *runview.Run) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -624,4 +625,24 @@ func TestReportInChromium(t *testing.T) {
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
 	keep(t, page, shot)
+}
+
+// Prepare executes the template on an empty page in the background, where
+// a runtime panic (which templates do not recover) would crash the run;
+// the empty page must render, and a real page after it the same as before.
+func TestPrepareEmptyPage(t *testing.T) {
+	if err := tmpl().Execute(io.Discard, &page{}); err != nil {
+		t.Fatalf("the empty page Prepare renders: %v", err)
+	}
+	dir := t.TempDir()
+	s := newSynth(t, dir, "gateway-kill-keeps-state", "20261029T120842Z-0000", "small-experiment.yaml")
+	s.ev(0.001, "run.started", "experiment", "gateway-kill-keeps-state", "version", 3, "seed", 7, "adapter", "fixture-local")
+	root := s.finish()
+	_, before := render(t, root)
+	Prepare()
+	Prepare()
+	_, after := render(t, root)
+	if !bytes.Equal(before, after) {
+		t.Error("the page differs after Prepare")
+	}
 }
