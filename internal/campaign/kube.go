@@ -19,13 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/tarsafe"
@@ -78,7 +77,7 @@ type KubeOptions struct {
 // Kube makes each run a Job on a cluster.
 type Kube struct {
 	o   KubeOptions
-	cs  kubernetes.Interface
+	cs  kubeapi.Interface
 	cfg *rest.Config
 
 	once    sync.Once
@@ -121,7 +120,7 @@ func NewKube(o KubeOptions) (*Kube, error) {
 		}
 	}
 	cfg.QPS, cfg.Burst, cfg.UserAgent = 50, 100, "chaos-campaign"
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubeapi.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +140,7 @@ func (k *Kube) prepare(ctx context.Context, dir string) error {
 		k.ns = k.o.Namespace
 		if k.ns == "" {
 			k.ns = "chaos-campaign-" + k.id
-			_, err := k.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns, Labels: labels}}, metav1.CreateOptions{})
+			_, err := k.cs.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns, Labels: labels}}, metav1.CreateOptions{})
 			if err != nil {
 				k.setup = fmt.Errorf("creating namespace %s: %w", k.ns, err)
 				return
@@ -153,7 +152,7 @@ func (k *Kube) prepare(ctx context.Context, dir string) error {
 		if !k.o.Config.Adapter.Builtin {
 			data["adapter.yaml"] = string(k.o.Config.Adapter.Raw)
 		}
-		_, err := k.cs.CoreV1().ConfigMaps(k.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.cmName, Labels: labels}, Data: data}, metav1.CreateOptions{})
+		_, err := k.cs.ConfigMaps(k.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.cmName, Labels: labels}, Data: data}, metav1.CreateOptions{})
 		if err != nil {
 			k.setup = fmt.Errorf("creating ConfigMap %s/%s: %w", k.ns, k.cmName, err)
 		}
@@ -250,7 +249,7 @@ func (k *Kube) Run(ctx context.Context, dir string, index int, seed uint64) (str
 	if err := k.prepare(ctx, dir); err != nil {
 		return "", "", err
 	}
-	j, err := k.cs.BatchV1().Jobs(k.ns).Create(ctx, k.job(index, seed), metav1.CreateOptions{})
+	j, err := k.cs.Jobs(k.ns).Create(ctx, k.job(index, seed), metav1.CreateOptions{})
 	if err != nil {
 		return "", "", fmt.Errorf("creating the Job: %w", err)
 	}
@@ -261,7 +260,7 @@ func (k *Kube) Run(ctx context.Context, dir string, index int, seed uint64) (str
 		dctx, cancel := context.WithTimeout(bg, 30*time.Second)
 		defer cancel()
 		bgp := metav1.DeletePropagationBackground
-		_ = k.cs.BatchV1().Jobs(k.ns).Delete(dctx, j.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &j.UID}, PropagationPolicy: &bgp})
+		_ = k.cs.Jobs(k.ns).Delete(dctx, j.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &j.UID}, PropagationPolicy: &bgp})
 	}()
 	pod, err := k.awaitDone(ctx, j)
 	where := ""
@@ -290,7 +289,7 @@ func (k *Kube) awaitDone(ctx context.Context, j *batchv1.Job) (*corev1.Pod, erro
 	interrupted := false
 	var pod *corev1.Pod
 	for {
-		pods, err := k.cs.CoreV1().Pods(k.ns).List(context.WithoutCancel(ctx), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/controller-uid=" + string(j.UID)})
+		pods, err := k.cs.Pods(k.ns).List(context.WithoutCancel(ctx), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/controller-uid=" + string(j.UID)})
 		if err == nil && len(pods.Items) > 0 {
 			pod = &pods.Items[0]
 			switch {
@@ -354,7 +353,7 @@ func (k *Kube) tail(ctx context.Context, pod string) string {
 		return strings.TrimSpace(out.String())
 	}
 	n := int64(20)
-	data, err := k.cs.CoreV1().Pods(k.ns).GetLogs(pod, &corev1.PodLogOptions{Container: "chaos", TailLines: &n}).Do(ctx).Raw()
+	data, err := k.cs.Pods(k.ns).GetLogs(pod, &corev1.PodLogOptions{Container: "chaos", TailLines: &n}).Do(ctx).Raw()
 	if err != nil {
 		return "(no log: " + err.Error() + ")"
 	}
@@ -400,8 +399,8 @@ func (k *Kube) collect(ctx context.Context, pod, dir string) (string, error) {
 // exec runs cmd in the pod's chaos container, its standard output to
 // stdout.
 func (k *Kube) exec(ctx context.Context, pod string, cmd []string, stdout io.Writer) error {
-	req := k.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(k.ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: "chaos", Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	req := k.cs.CoreRESTClient().Post().Resource("pods").Namespace(k.ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: "chaos", Command: cmd, Stdout: true, Stderr: true}, kubeapi.ParameterCodec())
 	ws, err := remotecommand.NewWebSocketExecutor(k.cfg, "GET", req.URL().String())
 	if err != nil {
 		return err
@@ -437,7 +436,7 @@ func (k *Kube) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if k.ownNS {
-		err := k.cs.CoreV1().Namespaces().Delete(ctx, k.ns, metav1.DeleteOptions{})
+		err := k.cs.Namespaces().Delete(ctx, k.ns, metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -445,8 +444,8 @@ func (k *Kube) Close() error {
 	}
 	bgp := metav1.DeletePropagationBackground
 	sel := metav1.ListOptions{LabelSelector: LabelCampaign + "=" + k.id}
-	err1 := k.cs.BatchV1().Jobs(k.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bgp}, sel)
-	err2 := k.cs.CoreV1().ConfigMaps(k.ns).Delete(ctx, k.cmName, metav1.DeleteOptions{})
+	err1 := k.cs.Jobs(k.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bgp}, sel)
+	err2 := k.cs.ConfigMaps(k.ns).Delete(ctx, k.cmName, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err2) {
 		err2 = nil
 	}

@@ -17,14 +17,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -32,7 +32,7 @@ import (
 type Backend struct {
 	run  *backend.Run
 	opts options
-	cs   kubernetes.Interface
+	cs   kubeapi.Interface
 	cfg  *rest.Config
 	// err is why the cluster cannot be used; preflight reports it and
 	// every action fails with it.
@@ -52,11 +52,14 @@ type Backend struct {
 	// creates bounds the pod creations in flight (createPod).
 	creates chan struct{}
 
-	podFactory, eventFactory informers.SharedInformerFactory
-	stop                     chan struct{}
-	events                   io.WriteCloser
-	eventsMu                 sync.Mutex
-	start                    time.Time
+	// podLister reads the pod informer's cache; informers are the pod and
+	// event informers' goroutines, which end when stop is closed.
+	podLister corelisters.PodLister
+	informers sync.WaitGroup
+	stop      chan struct{}
+	events    io.WriteCloser
+	eventsMu  sync.Mutex
+	start     time.Time
 
 	mu         sync.Mutex
 	instances  map[string]*instance // by pod name
@@ -103,7 +106,7 @@ func (b *Backend) connect(ctx context.Context) error {
 	b.cs, b.cfg = cs, cfg
 	vctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	v, err := serverVersion(cfg)
+	v, err := serverVersion(ctx, cs)
 	if err != nil {
 		return fmt.Errorf("the API server %s does not answer: %w", cfg.Host, err)
 	}
@@ -112,7 +115,7 @@ func (b *Backend) connect(ctx context.Context) error {
 	if b.ns == "" {
 		b.ns = dnsName("chaos", b.run.ID)
 		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: b.ns, Labels: b.labels(nil), Annotations: b.owner}}
-		if _, err := cs.CoreV1().Namespaces().Create(vctx, nsObj, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.Namespaces().Create(vctx, nsObj, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", b.ns, err)
 		}
 		b.ownNS = true
@@ -122,10 +125,10 @@ func (b *Backend) connect(ctx context.Context) error {
 	// The resync re-delivers every pod every few seconds, and an instance's
 	// state is decided from the whole pod each time, so an update the watch
 	// lost is made up for at the next resync: it is the watchdog.
-	b.podFactory = informers.NewSharedInformerFactoryWithOptions(cs, resync, informers.WithNamespace(b.ns),
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = LabelRun + "=" + b.run.ID }))
-	b.eventFactory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(b.ns))
-	pods := b.podFactory.Core().V1().Pods().Informer()
+	byNS := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	pods := cache.NewSharedIndexInformer(kubeapi.ListWatch(cs.Pods(b.ns), func(lo *metav1.ListOptions) { lo.LabelSelector = LabelRun + "=" + b.run.ID }),
+		&corev1.Pod{}, resync, byNS)
+	b.podLister = corelisters.NewPodLister(pods.GetIndexer())
 	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { b.observe(nil, obj.(*corev1.Pod)) },
 		UpdateFunc: func(old, obj any) {
@@ -146,15 +149,16 @@ func (b *Backend) connect(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	evs := b.eventFactory.Core().V1().Events().Informer()
+	evs := cache.NewSharedIndexInformer(kubeapi.ListWatch(cs.Events(b.ns), nil), &corev1.Event{}, 0, byNS)
 	if _, err := evs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { b.event(obj.(*corev1.Event)) },
 		UpdateFunc: func(_, obj any) { b.event(obj.(*corev1.Event)) },
 	}); err != nil {
 		return err
 	}
-	b.podFactory.Start(b.stop)
-	b.eventFactory.Start(b.stop)
+	for _, inf := range []cache.SharedIndexInformer{pods, evs} {
+		b.informers.Go(func() { inf.RunWithContext(wait.ContextForChannel(b.stop)) })
+	}
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	if !cache.WaitForCacheSync(sctx.Done(), pods.HasSynced, evs.HasSynced) {
@@ -259,17 +263,13 @@ func (b *Backend) Close() error {
 		cancel()
 	}
 	close(b.stop)
-	for _, f := range []informers.SharedInformerFactory{b.podFactory, b.eventFactory} {
-		if f != nil {
-			f.Shutdown()
-		}
-	}
+	b.informers.Wait()
 	return errors.Join(err, b.events.Close())
 }
 
 // deleteNamespace removes the run's own namespace, with everything in it.
 func (b *Backend) deleteNamespace(ctx context.Context) error {
-	ns, err := b.cs.CoreV1().Namespaces().Get(ctx, b.ns, metav1.GetOptions{})
+	ns, err := b.cs.Namespaces().Get(ctx, b.ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -283,7 +283,7 @@ func (b *Backend) deleteNamespace(ctx context.Context) error {
 		return nil
 	}
 	zero := int64(0)
-	err = b.cs.CoreV1().Namespaces().Delete(ctx, b.ns, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &ns.UID}})
+	err = b.cs.Namespaces().Delete(ctx, b.ns, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &ns.UID}})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -301,7 +301,7 @@ func (b *Backend) runPods(ctx context.Context, sel map[string]string) ([]corev1.
 	set := labels.Set{LabelRun: b.run.ID}
 	maps.Copy(set, sel)
 	set[LabelRun] = b.run.ID
-	list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: set.String()})
+	list, err := b.cs.Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: set.String()})
 	if err != nil {
 		return nil, err
 	}
@@ -322,7 +322,7 @@ func cmpString(a, b string) int {
 
 // podOf returns the pod now, checked to be the run's.
 func (b *Backend) podOf(ctx context.Context, name string) (*corev1.Pod, error) {
-	p, err := b.cs.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
+	p, err := b.cs.Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -341,7 +341,7 @@ func (b *Backend) deletePod(ctx context.Context, name string, grace int64) error
 	if err != nil {
 		return err
 	}
-	err = b.cs.CoreV1().Pods(b.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	err = b.cs.Pods(b.ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &p.UID}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or already replaced by another pod of that name
 	}
@@ -354,12 +354,12 @@ func (b *Backend) deletePod(ctx context.Context, name string, grace int64) error
 // watch lost the deletion.
 func (b *Backend) waitPodGone(ctx context.Context, name string, uid string) error {
 	var lister corelisters.PodNamespaceLister
-	if b.podFactory != nil {
-		lister = b.podFactory.Core().V1().Pods().Lister().Pods(b.ns)
+	if b.podLister != nil {
+		lister = b.podLister.Pods(b.ns)
 	}
 	for i := 0; ; i++ {
 		if lister == nil || i%100 == 0 {
-			p, err := b.cs.CoreV1().Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
+			p, err := b.cs.Pods(b.ns).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) || (err == nil && string(p.UID) != uid) {
 				return nil
 			}

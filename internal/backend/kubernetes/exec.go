@@ -10,9 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 )
 
 // exec runs cmd in a container of one of the run's pods (checked first),
@@ -27,8 +28,8 @@ func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string,
 		return err
 	}
 	defer release()
-	req := b.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(b.ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	req := b.cs.CoreRESTClient().Post().Resource("pods").Namespace(b.ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, kubeapi.ParameterCodec())
 	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, "GET", req.URL().String())
 	if err != nil {
 		return err

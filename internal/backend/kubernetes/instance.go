@@ -121,7 +121,7 @@ func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	defer release()
 	delay := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		created, err := b.cs.CoreV1().Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
+		created, err := b.cs.Pods(b.ns).Create(ctx, pod, metav1.CreateOptions{})
 		if attempt > 1 && apierrors.IsAlreadyExists(err) {
 			p, gerr := b.podOf(ctx, pod.Name)
 			if gerr == nil && p.Labels[LabelInstance] == pod.Labels[LabelInstance] {
@@ -163,7 +163,7 @@ func (b *Backend) ensureScripts(ctx context.Context, spec backend.InstanceSpec) 
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: b.labels(map[string]string{LabelWorkload: labelValue(spec.Workload)}), Annotations: b.owner},
 		Data:       map[string]string{"wrapper.sh": string(wrapper), "run.sh": string(script)},
 	}
-	if _, err := b.cs.CoreV1().ConfigMaps(b.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := b.cs.ConfigMaps(b.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("creating ConfigMap %s: %w", name, err)
 	}
 	b.configMaps[name] = true
@@ -685,7 +685,7 @@ func (b *Backend) saveLog(ctx context.Context, pod, container, file string) erro
 	}
 	defer f.Close()
 	for _, previous := range []bool{true, false} {
-		rc, err := b.cs.CoreV1().Pods(b.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous}).Stream(ctx)
+		rc, err := b.cs.Pods(b.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous}).Stream(ctx)
 		if err != nil {
 			if previous {
 				continue // no earlier container

@@ -13,6 +13,7 @@
 package kubernetes
 
 import (
+	"context"
 	_ "embed"
 	"fmt"
 	"maps"
@@ -24,13 +25,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
 )
@@ -291,30 +291,23 @@ func restConfig(o options, hostEnv []string) (*rest.Config, error) {
 
 // newClient makes a client with the rate limits of o: client-go's
 // defaults (5 requests a second) would make a fault on many pods crawl.
-func newClient(o options, hostEnv []string) (*kubernetes.Clientset, *rest.Config, error) {
+func newClient(o options, hostEnv []string) (*kubeapi.Client, *rest.Config, error) {
 	cfg, err := restConfig(o, hostEnv)
 	if err != nil {
 		return nil, nil, err
 	}
 	cfg.QPS, cfg.Burst = o.qps, o.burst
 	cfg.UserAgent = "chaos"
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubeapi.NewForConfig(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cs, cfg, nil
 }
 
-// serverVersion asks the API server its version, giving up after 15 s
-// (the client's own requests have no timeout, for its watches).
-func serverVersion(cfg *rest.Config) (string, error) {
-	c := rest.CopyConfig(cfg)
-	c.Timeout = 15 * time.Second
-	dc, err := discovery.NewDiscoveryClientForConfig(c)
-	if err != nil {
-		return "", err
-	}
-	v, err := dc.ServerVersion()
+// serverVersion asks the API server its version, giving up after 15 s.
+func serverVersion(ctx context.Context, cs kubeapi.Interface) (string, error) {
+	v, err := cs.ServerVersion(ctx)
 	if err != nil {
 		return "", err
 	}

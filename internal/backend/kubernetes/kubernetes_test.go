@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -33,9 +34,9 @@ func testImage() string {
 func needCluster(t *testing.T) {
 	t.Helper()
 	o, _ := parseOptions(nil)
-	_, cfg, err := newClient(o, os.Environ())
+	cs, _, err := newClient(o, os.Environ())
 	if err == nil {
-		_, err = serverVersion(cfg)
+		_, err = serverVersion(context.Background(), cs)
 	}
 	if err != nil {
 		msg := fmt.Sprintf("no Kubernetes cluster (%v); start the test cluster: scripts/k8s/cluster.sh up && eval \"$(scripts/k8s/cluster.sh env)\"", err)
@@ -125,7 +126,13 @@ func deploymentHandle(t *testing.T) (backend.Handle, func() int) {
 			},
 		},
 	}
-	if _, err := b.cs.AppsV1().Deployments(b.ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	// The harness never makes a Deployment, so its client cannot: the test
+	// makes it with client-go's clientset.
+	cs, err := kubernetes.NewForConfig(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AppsV1().Deployments(b.ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tg, err := b.OpenTarget(ctx, "ticker", &adapter.Target{Type: adapter.TypePod, Labels: sel, HealthTimeout: adapter.Duration(2 * time.Minute)})
@@ -157,7 +164,7 @@ func deploymentHandle(t *testing.T) (backend.Handle, func() int) {
 					if st.ContainerID == "" || st.State.Running == nil {
 						continue
 					}
-					raw, err := b.cs.CoreV1().Pods(b.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: st.Name}).DoRaw(ctx)
+					raw, err := b.cs.Pods(b.ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: st.Name}).DoRaw(ctx)
 					if err == nil {
 						seen[st.ContainerID] = max(seen[st.ContainerID], strings.Count(string(raw), "\n"))
 					}

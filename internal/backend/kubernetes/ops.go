@@ -62,7 +62,7 @@ func (b *Backend) permissions(ctx context.Context) backend.Check {
 	for _, n := range needs {
 		r := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
 			Namespace: b.ns, Verb: n.verb, Group: n.group, Resource: n.resource, Subresource: n.sub}}}
-		res, err := b.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
+		res, err := b.cs.SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
 		what := n.verb + " " + n.resource
 		if n.sub != "" {
 			what += "/" + n.sub
@@ -82,7 +82,7 @@ func (b *Backend) permissions(ctx context.Context) backend.Check {
 
 // nodeReady checks that some node is Ready and schedulable.
 func (b *Backend) nodeReady(ctx context.Context) backend.Check {
-	nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := b.cs.Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		if apierrors.IsForbidden(err) {
 			return backend.Check{Name: "kubernetes-node-ready", OK: true, Detail: "not checked: the harness may not list nodes"}
@@ -158,7 +158,7 @@ func normalImage(ref string) string {
 // Never it must be; otherwise the kubelet may pull it.
 func (b *Backend) imagePresent(ctx context.Context, ref string) backend.Check {
 	name := "kubernetes-image-present:" + ref
-	nodes, err := b.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := b.cs.Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return backend.Check{Name: name, OK: true, Detail: "not checked: " + err.Error()}
 	}
@@ -235,7 +235,7 @@ func (b *Backend) Capture(ctx context.Context, systemDir string) error {
 		pods, snapped := b.snaps[name]
 		b.mu.Unlock()
 		if !snapped {
-			list, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.Labels)})
+			list, err := b.cs.Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.Labels)})
 			if err != nil {
 				return err
 			}
@@ -269,14 +269,13 @@ func (b *Backend) Sweep(ctx context.Context) error {
 	var errs []error
 	var removed []string
 	sel := metav1.ListOptions{LabelSelector: LabelRun + "=" + b.run.ID}
-	apps := b.cs.AppsV1()
-	if ds, err := apps.Deployments(b.ns).List(ctx, sel); err == nil {
+	if ds, err := b.cs.Deployments(b.ns).List(ctx, sel); err == nil {
 		for _, d := range ds.Items {
 			errs = append(errs, b.deleteController(ctx, controllerRef{"Deployment", d.Name}))
 			removed = append(removed, "deployment/"+d.Name)
 		}
 	}
-	if ss, err := apps.StatefulSets(b.ns).List(ctx, sel); err == nil {
+	if ss, err := b.cs.StatefulSets(b.ns).List(ctx, sel); err == nil {
 		for _, s := range ss.Items {
 			errs = append(errs, b.deleteController(ctx, controllerRef{"StatefulSet", s.Name}))
 			removed = append(removed, "statefulset/"+s.Name)
@@ -288,9 +287,9 @@ func (b *Backend) Sweep(ctx context.Context) error {
 		errs = append(errs, b.deletePod(ctx, p.Name, 0))
 		removed = append(removed, "pod/"+p.Name)
 	}
-	if cms, err := b.cs.CoreV1().ConfigMaps(b.ns).List(ctx, sel); err == nil {
+	if cms, err := b.cs.ConfigMaps(b.ns).List(ctx, sel); err == nil {
 		for _, cm := range cms.Items {
-			if err := b.cs.CoreV1().ConfigMaps(b.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			if err := b.cs.ConfigMaps(b.ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}}); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -313,11 +312,11 @@ func (b *Backend) Sweep(ctx context.Context) error {
 // run id, of every run whose harness is gone). A cluster that cannot be
 // reached has nothing of a run to remove.
 func cleanup(ctx context.Context, c backend.Cleanup) error {
-	cs, cfg, err := newClient(options{qps: 50, burst: 100}, c.Env)
+	cs, _, err := newClient(options{qps: 50, burst: 100}, c.Env)
 	if err != nil {
 		return nil
 	}
-	if _, err := serverVersion(cfg); err != nil {
+	if _, err := serverVersion(ctx, cs); err != nil {
 		return nil
 	}
 	sel := LabelRun
@@ -352,7 +351,7 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 	}
 	zero := int64(0)
 	lo := metav1.ListOptions{LabelSelector: sel}
-	nss, err := cs.CoreV1().Namespaces().List(ctx, lo)
+	nss, err := cs.Namespaces().List(ctx, lo)
 	if err != nil {
 		return err
 	}
@@ -361,48 +360,48 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 		if eligible(ns.ObjectMeta) {
 			gone[ns.Name] = true
 			act("namespace "+ns.Name, func() error {
-				return cs.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ns.UID}})
+				return cs.Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ns.UID}})
 			})
 		}
 	}
-	pods, err := cs.CoreV1().Pods("").List(ctx, lo)
+	pods, err := cs.Pods("").List(ctx, lo)
 	if err != nil {
 		return err
 	}
 	for _, p := range pods.Items {
 		if !gone[p.Namespace] && eligible(p.ObjectMeta) {
 			act("pod "+p.Namespace+"/"+p.Name, func() error {
-				return cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+				return cs.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
 			})
 		}
 	}
 	fg := metav1.DeletePropagationForeground
-	if ds, err := cs.AppsV1().Deployments("").List(ctx, lo); err == nil {
+	if ds, err := cs.Deployments("").List(ctx, lo); err == nil {
 		for _, d := range ds.Items {
 			if !gone[d.Namespace] && eligible(d.ObjectMeta) {
 				act("deployment "+d.Namespace+"/"+d.Name, func() error {
-					return cs.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &d.UID}})
+					return cs.Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &d.UID}})
 				})
 			}
 		}
 	}
-	if ss, err := cs.AppsV1().StatefulSets("").List(ctx, lo); err == nil {
+	if ss, err := cs.StatefulSets("").List(ctx, lo); err == nil {
 		for _, st := range ss.Items {
 			if !gone[st.Namespace] && eligible(st.ObjectMeta) {
 				act("statefulset "+st.Namespace+"/"+st.Name, func() error {
-					return cs.AppsV1().StatefulSets(st.Namespace).Delete(ctx, st.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &st.UID}})
+					return cs.StatefulSets(st.Namespace).Delete(ctx, st.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &st.UID}})
 				})
 			}
 		}
 	}
-	cms, err := cs.CoreV1().ConfigMaps("").List(ctx, lo)
+	cms, err := cs.ConfigMaps("").List(ctx, lo)
 	if err != nil {
 		return err
 	}
 	for _, cm := range cms.Items {
 		if !gone[cm.Namespace] && eligible(cm.ObjectMeta) {
 			act("configmap "+cm.Namespace+"/"+cm.Name, func() error {
-				return cs.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+				return cs.ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
 			})
 		}
 	}

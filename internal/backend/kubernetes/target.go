@@ -74,7 +74,7 @@ func (t *podTarget) Handles(ctx context.Context) ([]backend.Handle, error) {
 // noMatch explains why no pod of the run matches: none at all, or only
 // pods without the run's label, which the harness never touches.
 func (b *Backend) noMatch(ctx context.Context, what string, sel map[string]string) error {
-	all, err := b.cs.CoreV1().Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(sel)})
+	all, err := b.cs.Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(sel)})
 	if err == nil && len(all.Items) > 0 {
 		return fmt.Errorf("no pod of this run matches %s (labels %v); %d other pod(s) in namespace %s do but lack chaos.run=%s, and the harness never acts on those (a target's start hook must label what it starts with chaos.run=$CHAOS_RUN_ID)", what, sel, len(all.Items), b.ns, b.run.ID)
 	}
@@ -134,7 +134,7 @@ func (t *podTarget) healthy(ctx context.Context) bool {
 func (t *podTarget) Stop(ctx context.Context) error {
 	// The state at the end of the run is taken before the stop, for
 	// system/pods.json.
-	if pods, err := t.b.cs.CoreV1().Pods(t.b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.spec.Labels)}); err == nil {
+	if pods, err := t.b.cs.Pods(t.b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.spec.Labels)}); err == nil {
 		t.b.mu.Lock()
 		t.b.snaps[t.name] = pods.Items
 		t.b.mu.Unlock()
@@ -466,7 +466,7 @@ func (b *Backend) controllerOf(ctx context.Context, p *corev1.Pod) (controllerRe
 	}
 	switch owner.Kind {
 	case "ReplicaSet":
-		rs, err := b.cs.AppsV1().ReplicaSets(b.ns).Get(ctx, owner.Name, metav1.GetOptions{})
+		rs, err := b.cs.ReplicaSets(b.ns).Get(ctx, owner.Name, metav1.GetOptions{})
 		if err != nil {
 			return controllerRef{}, false, err
 		}
@@ -490,14 +490,13 @@ type controllerAPI struct {
 
 // api returns the calls for ref's kind.
 func (b *Backend) api(ctx context.Context, ref controllerRef) (controllerAPI, error) {
-	apps := b.cs.AppsV1()
 	switch ref.kind {
 	case "Deployment":
-		return scalableAPI(ctx, apps.Deployments(b.ns), ref.name), nil
+		return scalableAPI(ctx, b.cs.Deployments(b.ns), ref.name), nil
 	case "ReplicaSet":
-		return scalableAPI(ctx, apps.ReplicaSets(b.ns), ref.name), nil
+		return scalableAPI(ctx, b.cs.ReplicaSets(b.ns), ref.name), nil
 	case "StatefulSet":
-		return scalableAPI(ctx, apps.StatefulSets(b.ns), ref.name), nil
+		return scalableAPI(ctx, b.cs.StatefulSets(b.ns), ref.name), nil
 	}
 	return controllerAPI{}, fmt.Errorf("cannot act on a %s", ref.kind)
 }
