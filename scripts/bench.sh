@@ -6,7 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v hyperfine >/dev/null || { echo "hyperfine is not installed: apt-get install -y hyperfine"; exit 2; }
 bin=$(mktemp -d)/chaos
-go build -o "$bin" ./cmd/chaos
+# Built as scripts/release.sh builds it: static, so no dynamic loader at
+# every start.
+CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/chaos
 runs=$(mktemp -d)
 trap 'rm -rf "$runs" "$(dirname "$bin")"' EXIT
 
