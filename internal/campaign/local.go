@@ -28,8 +28,9 @@ func (l *Local) Run(ctx context.Context, dir string, index int, seed uint64) (st
 	cfg.Log, cfg.Progress = nil, nil
 	var out *engine.Outcome
 	var err error
-	// Two runs started in the same second draw their four hex digits
-	// independently; on the rare clash the second tries again.
+	// One process never draws the same id twice in a second, but another
+	// (a run or campaign beside this one) may; on that rare clash the
+	// second tries again.
 	for range 3 {
 		out, err = engine.Run(ctx, cfg)
 		if err == nil || !strings.Contains(err.Error(), "already exists") || out != nil && out.Dir != nil {

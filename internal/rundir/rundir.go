@@ -9,7 +9,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,19 +38,48 @@ type Dir struct {
 
 // NewRunID returns a run id such as 20261029T112646Z-2f79: the UTC start
 // time, then four random hex digits so runs started in the same second
-// differ.
+// differ. Within one process the digits are never drawn twice for the same
+// second: a campaign starts dozens of runs a second, and one whose
+// directory was already deleted (--keep failed) would otherwise give its
+// id to a later run, two ledger lines for one id.
 func NewRunID(now time.Time) string {
-	b := make([]byte, 2)
-	_, _ = rand.Read(b)
-	return now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+	sec := now.UTC().Format("20060102T150405Z")
+	issued.Lock()
+	defer issued.Unlock()
+	if issued.sec != sec {
+		issued.sec, issued.ids = sec, map[string]bool{}
+	}
+	for {
+		b := make([]byte, 2)
+		_, _ = rand.Read(b)
+		id := sec + "-" + hex.EncodeToString(b)
+		if !issued.ids[id] || len(issued.ids) >= 1<<16 {
+			issued.ids[id] = true
+			return id
+		}
+	}
+}
+
+// issued are the ids NewRunID gave out in the second it gave out the last.
+var issued struct {
+	sync.Mutex
+	sec string
+	ids map[string]bool
 }
 
 // Create makes the run directory runsDir/<experiment>/<runID> and its fixed
-// subdirectories.
+// subdirectories. A directory that already exists is refused, even one
+// made at the same moment by another process.
 func Create(runsDir, experimentID, runID string) (*Dir, error) {
 	root := filepath.Join(runsDir, experimentID, runID)
-	if _, err := os.Stat(root); err == nil {
-		return nil, fmt.Errorf("run directory %s already exists", root)
+	if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
+		return nil, fmt.Errorf("creating run directory: %w", err)
+	}
+	if err := os.Mkdir(root, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("run directory %s already exists", root)
+		}
+		return nil, fmt.Errorf("creating run directory: %w", err)
 	}
 	d := &Dir{Root: root}
 	for _, sub := range []string{"logs", "system/metrics", "system/watch", "workloads"} {
