@@ -14,6 +14,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // A run needs, for every instance its flow can run at once, what one
@@ -117,9 +118,9 @@ func fdLimit() (limit, bool) {
 // taskLimits are the room each limit on processes and threads leaves.
 func taskLimits() []limit {
 	var out []limit
-	total := systemTasks()
+	total, terr := proc.SystemTasks()
 	for _, f := range []string{"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"} {
-		if n, err := readInt(f); err == nil && total >= 0 {
+		if n, err := proc.ReadInt(f); err == nil && terr == nil {
 			out = append(out, limit{fmt.Sprintf("%s (%d, %d tasks running)", f, n, total), n - total, false})
 		}
 	}
@@ -130,25 +131,6 @@ func taskLimits() []limit {
 		out = append(out, limit{fmt.Sprintf("the user's process limit (RLIMIT_NPROC %d, %d in use)", l.Cur, used), int64(l.Cur) - used, true})
 	}
 	return append(out, pidsCgroupLimits()...)
-}
-
-// systemTasks is the number of tasks (threads) on the machine, from
-// /proc/loadavg; -1 when unknown.
-func systemTasks() int64 {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return -1
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 4 {
-		return -1
-	}
-	_, all, ok := strings.Cut(f[3], "/")
-	n, err := strconv.ParseInt(all, 10, 64)
-	if !ok || err != nil {
-		return -1
-	}
-	return n
 }
 
 // userTasks counts the threads of uid's processes.
@@ -219,8 +201,8 @@ func pidsCgroupLimits() []limit {
 			continue
 		}
 		for dir := filepath.Join(m.point, rel); strings.HasPrefix(dir, m.point); dir = filepath.Dir(dir) {
-			if mx, err := readInt(filepath.Join(dir, "pids.max")); err == nil {
-				cur, _ := readInt(filepath.Join(dir, "pids.current"))
+			if mx, err := proc.ReadInt(filepath.Join(dir, "pids.max")); err == nil {
+				cur, _ := proc.ReadInt(filepath.Join(dir, "pids.current"))
 				out = append(out, limit{fmt.Sprintf("the pids cgroup %s (pids.max %d, %d in use)", dir, mx, cur), mx - cur, true})
 			}
 			if dir == m.point {
@@ -293,13 +275,4 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-// readInt reads a file holding one number; "max" is an error (no limit).
-func readInt(path string) (int64, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 }

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 )
@@ -27,14 +28,14 @@ const reservedPids = 300
 // (an older kernel, a /proc without sysctls), and then nothing is bounded.
 func readPidCursor() pidCursor {
 	var c pidCursor
-	last, err1 := readInt("/proc/sys/kernel/ns_last_pid")
-	max, err2 := readInt("/proc/sys/kernel/pid_max")
+	last, err1 := ReadInt("/proc/sys/kernel/ns_last_pid")
+	max, err2 := ReadInt("/proc/sys/kernel/pid_max")
 	forks, ok1 := statField("/proc/stat", "processes ")
-	threads, ok2 := loadavgThreads()
-	if err1 != nil || err2 != nil || !ok1 || !ok2 || max <= reservedPids {
+	threads, err3 := SystemTasks()
+	if err1 != nil || err2 != nil || !ok1 || err3 != nil || max <= reservedPids {
 		return c
 	}
-	return pidCursor{ok: true, last: last, forks: forks, threads: threads, max: max}
+	return pidCursor{ok: true, last: int(last), forks: forks, threads: int(threads), max: int(max)}
 }
 
 // since returns whether a pid can have been given to a process started
@@ -65,12 +66,14 @@ func (c pidCursor) since(then pidCursor) (in func(pid int) bool, ok bool) {
 // cursorSlack covers the forks between the reads of one cursor's files.
 const cursorSlack = 1024
 
-func readInt(path string) (int, error) {
+// ReadInt reads a file holding one number (a sysctl, a cgroup's
+// pids.max); "max" is an error (no limit).
+func ReadInt(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
-	return strconv.Atoi(string(bytes.TrimSpace(b)))
+	return strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 }
 
 // statField reads the number after prefix at the start of a line of path.
@@ -88,21 +91,20 @@ func statField(path, prefix string) (uint64, bool) {
 	return 0, false
 }
 
-// loadavgThreads reads the scheduling entities alive (the number after the
-// slash in /proc/loadavg's fourth field).
-func loadavgThreads() (int, bool) {
+// SystemTasks is the number of tasks (threads) alive on the machine: the
+// number after the slash in /proc/loadavg's fourth field.
+func SystemTasks() (int64, error) {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		return 0, false
+		return 0, err
 	}
 	f := bytes.Fields(b)
 	if len(f) < 4 {
-		return 0, false
+		return 0, fmt.Errorf("proc: /proc/loadavg has no task counts: %q", b)
 	}
 	_, total, ok := bytes.Cut(f[3], []byte("/"))
 	if !ok {
-		return 0, false
+		return 0, fmt.Errorf("proc: /proc/loadavg has no task counts: %q", b)
 	}
-	n, err := strconv.Atoi(string(total))
-	return n, err == nil
+	return strconv.ParseInt(string(total), 10, 64)
 }
