@@ -193,28 +193,24 @@ func envContains(environ []byte, entry string) bool {
 // 'S' sleeping, 'D' disk sleep, 'T' stopped, 't' tracing stop, 'Z' zombie,
 // 'X' dead, 'I' idle. Tests use it to observe faults from the outside.
 func State(pid int) (byte, error) {
-	if pid <= 0 {
-		return 0, fmt.Errorf("proc: invalid pid %d", pid)
-	}
-	st, err := readStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return st.state, nil
+	st, err := statOf(pid)
+	return st.state, err
 }
 
 // StartTime returns pid's start time in clock ticks after boot (field 22
 // of /proc/PID/stat): with the pid, it tells a process from a later one
 // given the same pid.
 func StartTime(pid int) (uint64, error) {
+	st, err := statOf(pid)
+	return st.start, err
+}
+
+// statOf is readStat of a pid given by a caller, which may be no pid.
+func statOf(pid int) (procStat, error) {
 	if pid <= 0 {
-		return 0, fmt.Errorf("proc: invalid pid %d", pid)
+		return procStat{}, fmt.Errorf("proc: invalid pid %d", pid)
 	}
-	st, err := readStat(pid)
-	if err != nil {
-		return 0, err
-	}
-	return st.start, nil
+	return readStat(pid)
 }
 
 // Parent returns the parent pid of pid, 0 when it cannot be read (the
@@ -307,7 +303,11 @@ func findByMarker(marker string, since uint64, then pidCursor) ([]int, error) {
 		return nil, err
 	}
 	// Read after the listing, the cursor bounds every pid in it.
-	in, bounded := readPidCursor().since(then)
+	var in func(int) bool
+	bounded := false
+	if then.ok {
+		in, bounded = readPidCursor().since(then)
+	}
 	self := os.Getpid()
 	var out []int
 	for _, n := range names {
