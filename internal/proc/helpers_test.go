@@ -246,3 +246,19 @@ func frozen(t *testing.T, p *Process, pid int) bool {
 	st, err := State(pid)
 	return err == nil && st == 'T'
 }
+
+// startSleep starts `sleep 1000` with env (StartTracked: its owner reaps
+// it), killed and reaped when the test ends.
+func startSleep(t *testing.T, env []string) *exec.Cmd {
+	t.Helper()
+	c := exec.Command("sleep", "1000")
+	c.Env = env
+	if err := StartTracked(c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+	})
+	return c
+}

@@ -2,7 +2,6 @@ package proc
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -73,15 +72,7 @@ func TestReadPidCursor(t *testing.T) {
 func TestFindByMarkerCursor(t *testing.T) {
 	marker := "CHAOS_TEST_MARKER=cursor-" + strconv.Itoa(os.Getpid())
 	before := readPidCursor()
-	c := exec.Command("sleep", "1000")
-	c.Env = append(os.Environ(), marker)
-	if err := StartTracked(c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Process.Kill()
-		_ = c.Wait()
-	})
+	c := startSleep(t, append(os.Environ(), marker))
 	after := readPidCursor()
 	found, err := findByMarker(marker, 0, before)
 	if err != nil {

@@ -300,16 +300,7 @@ func TestFindByMarkerAndFleetSafety(t *testing.T) {
 		// with ours. Neither may be found or touched.
 		var strangers []int
 		for _, env := range [][]string{os.Environ(), append(os.Environ(), s.Marker()+"-other")} {
-			c := exec.Command("sleep", "1000")
-			c.Env = env
-			if err := StartTracked(c); err != nil {
-				t.Fatal(err)
-			}
-			strangers = append(strangers, c.Process.Pid)
-			t.Cleanup(func() {
-				_ = c.Process.Kill()
-				_ = c.Wait()
-			})
+			strangers = append(strangers, startSleep(t, env).Process.Pid)
 		}
 
 		gcFile := filepath.Join(dir, "gc")
@@ -573,15 +564,7 @@ func sortedPids(pids ...int) []int {
 // one that started at since or later is found.
 func TestFindByMarkerSince(t *testing.T) {
 	marker := "CHAOS_TEST_MARKER=since-" + strconv.Itoa(os.Getpid())
-	c := exec.Command("sleep", "1000")
-	c.Env = append(os.Environ(), marker)
-	if err := StartTracked(c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Process.Kill()
-		_ = c.Wait()
-	})
+	c := startSleep(t, append(os.Environ(), marker))
 	st, err := readStat(c.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
