@@ -229,7 +229,7 @@ func validate(d *manifest.Decoder, a *Adapter) {
 	}
 	seen = map[string]bool{}
 	for i := range a.Checks {
-		experiment.ValidateStep(d, fmt.Sprintf("checks[%d]", i), &a.Checks[i], seen)
+		experiment.ValidateCheckStep(d, fmt.Sprintf("checks[%d]", i), &a.Checks[i], seen)
 	}
 	checkPorts(d, a)
 	for f := range a.Unsupported {

@@ -226,6 +226,59 @@ watch:
 		e(9, 5, "watch[2]", "missing name"),
 		e(9, 5, "watch[2]", "missing run: the command to watch"),
 	}},
+	{name: "steps that look", yaml: doc(`
+apiVersion: chaos/v1alpha1
+id: a
+backend: process
+preflight:
+  - name: reads
+    empty: system/x.txt
+  - name: room
+    free: lots
+  - name: none
+    free: 0MiB
+  - name: tools
+    commands: []
+  - name: odd-tools
+    commands: ["redis server", bin/tool, ""]
+  - name: two
+    run: exit 0
+    free: 1GiB
+  - name: good
+    free: 100MiB
+  - name: good-tools
+    commands: [redis-server, /bin/sh]
+checks:
+  - name: both
+    run: exit 0
+    empty: system/x.txt
+  - name: outside
+    empty: ../x.txt
+  - name: absolute
+    empty: /etc/passwd
+  - name: neither
+  - name: room
+    free: 1GiB
+  - name: tools
+    commands: [sh]
+  - name: good
+    empty: system/leaked-processes.txt
+`), want: []prob{
+		e(6, 12, "preflight[0].empty", "empty belongs to an adapter's checks, which read the run directory after the run; a preflight step is run, free or commands"),
+		e(8, 11, "preflight[1].free", "\"lots\" is not an amount of room: write a size such as 100MiB or 2GiB"),
+		e(10, 11, "preflight[2].free", "\"0MiB\" is not an amount of room: write a size such as 100MiB or 2GiB"),
+		e(12, 15, "preflight[3].commands", "name at least one command, e.g. commands: [redis-server]"),
+		e(14, 16, "preflight[4].commands[0]", "\"redis server\" is not a command: give a name found on PATH (redis-server) or an absolute path (/bin/sh)"),
+		e(14, 32, "preflight[4].commands[1]", "\"bin/tool\" is not a command: give a name found on PATH (redis-server) or an absolute path (/bin/sh)"),
+		e(14, 42, "preflight[4].commands[2]", "\"\" is not a command: give a name found on PATH (redis-server) or an absolute path (/bin/sh)"),
+		e(15, 5, "preflight[5]", "give one of run, free or commands, not run and free"),
+		e(23, 5, "checks[0]", "give one of run or empty, not run and empty"),
+		e(27, 12, "checks[1].empty", "\"../x.txt\" must be a path inside the run directory, such as system/leaked-processes.txt"),
+		e(29, 12, "checks[2].empty", "\"/etc/passwd\" must be a path inside the run directory, such as system/leaked-processes.txt"),
+		e(30, 5, "checks[3]", "missing run: the shell script to run (or empty: a file of the run directory that must be empty)"),
+		e(32, 11, "checks[4].free", "free belongs to preflight, which runs before anything is written; a check is run or empty"),
+		e(34, 15, "checks[5].commands", "commands belongs to preflight; a check is run or empty"),
+	}},
 	{name: "instance hooks without state", yaml: doc(`
 apiVersion: chaos/v1alpha1
 id: a
@@ -510,8 +563,15 @@ func TestBuiltins(t *testing.T) {
 	if l == nil || !l.Builtin || l.Backend != "process" || l.File != "builtin:local.yaml" {
 		t.Fatalf("local = %+v", l)
 	}
+	// Its preflight steps and checks look rather than run: a run on it
+	// starts no process but its instances' and the experiment's.
 	if len(l.Preflight) == 0 || len(l.Checks) == 0 {
 		t.Errorf("local has no preflight or checks")
+	}
+	for _, s := range append(slices.Clone(l.Preflight), l.Checks...) {
+		if s.Run != "" {
+			t.Errorf("local's step %s runs a script", s.Name)
+		}
 	}
 }
 

@@ -567,6 +567,12 @@ func (e *engine) preflight(ctx context.Context) bool {
 	steps := append(append([]experiment.Step{}, e.a.Preflight...), e.x.Preflight...)
 	for _, s := range steps {
 		e.rec.Record("check.started", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name))
+		if s.Free != "" || s.Commands != nil {
+			passed, detail := e.lookStep(&s)
+			e.rec.Record("check.finished", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name), rundir.F("ok", passed), rundir.F("detail", detail))
+			ok = ok && passed
+			continue
+		}
 		res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.cfg.WorkDir, Env: e.baseEnv, Timeout: s.Timeout.D()})
 		passed, detail := false, ""
 		switch {

@@ -2,10 +2,16 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/envvar"
+	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
+	"golang.org/x/sys/unix"
 )
 
 // PreflightResult is one preflight check's outcome.
@@ -66,4 +72,72 @@ func Preflight(ctx context.Context, cfg Config) (results []PreflightResult, na [
 		}
 	}
 	return results, nil, nil
+}
+
+// lookStep decides a preflight step that looks instead of running a
+// script: free (room in the run directory's file system) or commands
+// (each executable, found on the PATH the run's scripts get).
+func (e *engine) lookStep(s *experiment.Step) (ok bool, detail string) {
+	if s.Free != "" {
+		want, err := s.FreeBytes()
+		if err != nil {
+			return false, err.Error()
+		}
+		return freeSpace(e.dir.Root, want)
+	}
+	return findCommands(s.Commands, envvar.Get(e.baseEnv, "PATH"))
+}
+
+// freeSpace says whether the file system of dir has want bytes free for
+// an unprivileged writer.
+func freeSpace(dir string, want int64) (bool, string) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return false, fmt.Sprintf("statfs %s: %v", dir, err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < want {
+		return false, fmt.Sprintf("only %s free under %s; want %s", rundir.Size(free), dir, rundir.Size(want))
+	}
+	return true, ""
+}
+
+// findCommands says whether every command is an executable file: an
+// absolute path as it is, a name in a directory of path, as the shell's
+// command -v finds it.
+func findCommands(names []string, path string) (bool, string) {
+	var missing []string
+	for _, name := range names {
+		if strings.HasPrefix(name, "/") {
+			if err := executable(name); err != nil {
+				missing = append(missing, fmt.Sprintf("%s cannot be executed: %v", name, err))
+			}
+			continue
+		}
+		found := false
+		for _, dir := range filepath.SplitList(path) {
+			if dir == "" {
+				dir = "."
+			}
+			if executable(filepath.Join(dir, name)) == nil {
+				found = true
+				break
+			}
+		}
+		if !found {
+			missing = append(missing, fmt.Sprintf("%s is not on PATH (%s)", name, path))
+		}
+	}
+	return len(missing) == 0, strings.Join(missing, "\n")
+}
+
+// executable is nil when p is a file this process may execute.
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("it is a directory")
+	}
+	return unix.Access(p, unix.X_OK)
 }

@@ -4,6 +4,7 @@
 package experiment
 
 import (
+	units "github.com/docker/go-units"
 	"slices"
 
 	"github.com/chaos-harness/chaos/internal/manifest"
@@ -165,9 +166,22 @@ type Step struct {
 	Pos         manifest.Pos `yaml:"-" json:"-"`
 	Name        string       `yaml:"name" json:"name"`
 	Description string       `yaml:"description" json:"description,omitempty"`
-	Run         string       `yaml:"run" json:"run"`
-	Timeout     Duration     `yaml:"timeout" json:"timeout,omitempty"`
+	Run         string       `yaml:"run" json:"run,omitempty"`
+	// Empty, in an adapter check instead of run, names a file of the run
+	// directory the check wants present and empty: read, not run, so it
+	// costs no process and is evaluated even where scripts from a run
+	// directory are refused.
+	Empty string `yaml:"empty" json:"empty,omitempty" jsonschema_description:"An adapter check only, instead of run: a file of the run directory (e.g. system/leaked-processes.txt) that must exist and be empty; the check fails with its contents."`
+	// Free and Commands, in a preflight step instead of run, are the two
+	// things preflight scripts most often check, looked at without
+	// starting a process.
+	Free     string   `yaml:"free" json:"free,omitempty" jsonschema_description:"A preflight step only, instead of run: the room the file system of the run directory must have free, e.g. 100MiB."`
+	Commands []string `yaml:"commands" json:"commands,omitempty" jsonschema_description:"A preflight step only, instead of run: commands that must be executable, each a name found on the run's PATH (as command -v finds it) or an absolute path."`
+	Timeout  Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
+
+// FreeBytes is Free in bytes (100MiB, 1g, 512k: powers of 1024).
+func (s *Step) FreeBytes() (int64, error) { return units.RAMInBytes(s.Free) }
 
 // Operation is something the experiment does to the system during the flow.
 type Operation struct {

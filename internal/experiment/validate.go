@@ -3,6 +3,7 @@ package experiment
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"maps"
 	"regexp"
 	"slices"
@@ -128,7 +129,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 	}
 	seen = map[string]bool{}
 	for i := range x.Preflight {
-		validateStep(d, fmt.Sprintf("preflight[%d]", i), &x.Preflight[i], seen)
+		validateStep(d, fmt.Sprintf("preflight[%d]", i), &x.Preflight[i], seen, false)
 	}
 	for i := range x.Expectations {
 		validateExpectation(d, x, fmt.Sprintf("expectations[%d]", i), &x.Expectations[i])
@@ -207,7 +208,7 @@ func ValidateSecrets(d *manifest.Decoder, p string, s *Secrets) {
 	}
 }
 
-func validateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) {
+func validateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool, check bool) {
 	switch {
 	case s.Name == "":
 		d.Problem(p, "missing name")
@@ -217,14 +218,73 @@ func validateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) 
 		d.Problem(p+".name", "%q is not a valid name: use lower-case letters, digits, dots, underscores and dashes", s.Name)
 	}
 	seen[s.Name] = true
-	if strings.TrimSpace(s.Run) == "" {
-		d.Problem(p, "missing run: the shell script to run")
+	var given []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"run", strings.TrimSpace(s.Run) != ""}, {"empty", s.Empty != ""}, {"free", s.Free != ""}, {"commands", s.Commands != nil}} {
+		if f.set {
+			given = append(given, f.name)
+		}
+	}
+	switch {
+	case len(given) > 1:
+		d.Problem(p, "give one of %s, not %s", stepKinds(check), strings.Join(given, " and "))
+		return
+	case len(given) == 0:
+		if check {
+			d.Problem(p, "missing run: the shell script to run (or empty: a file of the run directory that must be empty)")
+		} else {
+			d.Problem(p, "missing run: the shell script to run (or free: the room the run needs, or commands: what must be installed)")
+		}
+		return
+	}
+	switch given[0] {
+	case "empty":
+		if !check {
+			d.Problem(p+".empty", "empty belongs to an adapter's checks, which read the run directory after the run; a preflight step is run, free or commands")
+		} else if !fs.ValidPath(s.Empty) || s.Empty == "." {
+			d.Problem(p+".empty", "%q must be a path inside the run directory, such as system/leaked-processes.txt", s.Empty)
+		}
+	case "free":
+		if check {
+			d.Problem(p+".free", "free belongs to preflight, which runs before anything is written; a check is run or empty")
+		} else if n, err := s.FreeBytes(); err != nil || n <= 0 {
+			d.Problem(p+".free", "%q is not an amount of room: write a size such as 100MiB or 2GiB", s.Free)
+		}
+	case "commands":
+		switch {
+		case check:
+			d.Problem(p+".commands", "commands belongs to preflight; a check is run or empty")
+		case len(s.Commands) == 0:
+			d.Problem(p+".commands", "name at least one command, e.g. commands: [redis-server]")
+		}
+		for i, c := range s.Commands {
+			if strings.TrimSpace(c) == "" || strings.ContainsAny(c, " \t\n\x00") || (strings.Contains(c, "/") && !strings.HasPrefix(c, "/")) {
+				d.Problem(fmt.Sprintf("%s.commands[%d]", p, i), "%q is not a command: give a name found on PATH (redis-server) or an absolute path (/bin/sh)", c)
+			}
+		}
 	}
 }
 
-// ValidateStep checks a named shell step; package adapter uses it too.
+// stepKinds says what a step may be: a preflight step or an adapter check.
+func stepKinds(check bool) string {
+	if check {
+		return "run or empty"
+	}
+	return "run, free or commands"
+}
+
+// ValidateStep checks a named shell step (a preflight step); package
+// adapter uses it too.
 func ValidateStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) {
-	validateStep(d, p, s, seen)
+	validateStep(d, p, s, seen, false)
+}
+
+// ValidateCheckStep checks one of an adapter's checks: a shell step, or an
+// empty step that names a file of the run directory.
+func ValidateCheckStep(d *manifest.Decoder, p string, s *Step, seen map[string]bool) {
+	validateStep(d, p, s, seen, true)
 }
 
 func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workload bool, seen map[string]bool) {

@@ -843,7 +843,7 @@ preflight:
   - run: "true"
 `), want: []prob{
 		e(7, 49, "metrics[1]", "empty metric family name"),
-		e(11, 5, "preflight[1]", "missing run: the shell script to run"),
+		e(11, 5, "preflight[1]", "missing run: the shell script to run (or free: the room the run needs, or commands: what must be installed)"),
 		e(11, 11, "preflight[1].name", "duplicate name \"jq\""),
 		e(12, 5, "preflight[2]", "missing name"),
 	}},

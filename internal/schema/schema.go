@@ -32,7 +32,9 @@ var (
 		"Check":       {"name", "kind"},
 		"Operation":   {"name", "uses"},
 		"Expectation": {"issue", "checks"},
-		"Step":        {"name", "run"},
+		// A step is run, or free or commands (preflight), or empty (an
+		// adapter's check): the validators say which.
+		"Step": {"name"},
 	}
 	adapterRequired = map[string][]string{
 		"Target":    {"type"},
@@ -40,7 +42,7 @@ var (
 		"Operation": {"run"},
 		"Metrics":   {"name", "url"},
 		"Watcher":   {"name", "run"},
-		"Step":      {"name", "run"},
+		"Step":      {"name"},
 	}
 )
 

@@ -199,6 +199,9 @@ func (ev *evaluator) runAdapterChecks() {
 			Check: s.Name,
 		}
 		ev.check(r, func() outcome {
+			if s.Empty != "" {
+				return ev.emptyCheck(s.Empty)
+			}
 			if ev.opt.RefuseAdapterChecks {
 				return ev.refused()
 			}
@@ -206,6 +209,40 @@ func (ev *evaluator) runAdapterChecks() {
 			return ev.script(r.ID, s.Run, ev.d.Root, env, s.Timeout.D())
 		})
 	}
+}
+
+// emptyShown is how much of a file an empty check that failed shows.
+const emptyShown = 64 << 10
+
+// emptyCheck is an adapter check that reads rather than runs: it passes
+// when the file name of the run directory exists and is empty, and fails
+// with what the file holds. It runs nothing from the run directory, so it
+// is evaluated even where the directory's scripts are refused.
+func (ev *evaluator) emptyCheck(name string) outcome {
+	fi, err := ev.d.Stat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return outcome{detail: "no capture: " + name + " is missing"}
+	case err != nil:
+		msg := fmt.Sprintf("cannot read %s: %v", name, err)
+		return outcome{err: msg, detail: msg}
+	case !fi.Mode().IsRegular():
+		// Never opened: a FIFO would block the evaluation.
+		msg := fmt.Sprintf("%s is not a regular file (%s)", name, fi.Mode().Type())
+		return outcome{err: msg, detail: msg}
+	case fi.Size() == 0:
+		return outcome{ok: true}
+	}
+	head, err := ev.d.ReadHead(name, emptyShown)
+	if err != nil {
+		msg := fmt.Sprintf("cannot read %s: %v", name, err)
+		return outcome{err: msg, detail: msg}
+	}
+	detail := name + " is not empty:\n" + trimOutput(string(head))
+	if fi.Size() > emptyShown {
+		detail += fmt.Sprintf("\n(the first %s of %s)", rundir.Size(emptyShown), rundir.Size(fi.Size()))
+	}
+	return outcome{detail: detail}
 }
 
 // buildEnv appends each map's variables, in key order, to a copy of base;

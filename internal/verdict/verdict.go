@@ -74,8 +74,8 @@ type Options struct {
 
 	// RefuseExperimentShell, when set, does not run the experiment's shell
 	// checks (workload and experiment scope), and RefuseAdapterChecks the
-	// adapter's checks (all of them are scripts): each gets the result
-	// error with Refusal as its detail. chaos evaluate sets them when the
+	// adapter's script checks (its empty checks, which only read, still
+	// run): each gets the result error with Refusal as its detail. chaos evaluate sets them when the
 	// scripts come from the run directory itself, which could hold
 	// anyone's code. chaos run, which trusts its inputs, leaves them
 	// unset.
