@@ -284,6 +284,14 @@ func (s *streams) signalContext() (context.Context, func() string) {
 		}
 		cancel(errors.New(name))
 	}
+	// A signal caught before the subscription is in ch already: it
+	// cancels ctx now, not whenever the goroutine below runs, so a run
+	// it came before never starts its flow.
+	select {
+	case sig := <-ch:
+		cancelWith(sig)
+	default:
+	}
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)

@@ -378,7 +378,9 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	if skipped == "" && !e.startObservers() {
 		skipped = "an observer did not start"
 	}
-	if skipped == "" && flowCtx.Err() == nil {
+	// ctx is asked too: flowCtx follows it through a goroutine, which a
+	// run whose setup is quick may outrun.
+	if skipped == "" && flowCtx.Err() == nil && ctx.Err() == nil {
 		e.runFlow(flowCtx)
 	} else if skipped != "" {
 		e.rec.Record("flow.skipped", rundir.F("reason", skipped))
