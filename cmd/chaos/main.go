@@ -7,9 +7,16 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/cli"
 	"github.com/chaos-harness/chaos/internal/sigcatch"
+	"github.com/chaos-harness/chaos/internal/startheap"
 )
 
+// startingHeap is how far the heap may grow before the first garbage
+// collection: a run of a small experiment, and most other commands, end
+// before it; a larger run collects from there on as usual.
+const startingHeap = 32 << 20
+
 func main() {
+	startheap.Adjust(startingHeap)
 	// SIGINT, SIGTERM and SIGHUP are caught from package sigcatch's init
 	// when the binary is named chaos; from here on whatever its name.
 	sigcatch.Start()
