@@ -33,6 +33,7 @@ func (l *Local) Run(ctx context.Context, dir string, index int, seed uint64) (st
 	// second tries again.
 	for range 3 {
 		out, err = engine.Run(ctx, cfg)
+		out.Wait()
 		if err == nil || !strings.Contains(err.Error(), "already exists") || out != nil && out.Dir != nil {
 			break
 		}

@@ -106,6 +106,7 @@ cannot be read or its experiment changed (without --copy or --force).`,
 			ctx, stop := s.signalContext()
 			defer stop()
 			out, err := engine.Run(ctx, cfg)
+			defer out.Wait()
 			if err != nil {
 				return bindFailure(s, x, a, err)
 			}

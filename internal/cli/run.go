@@ -88,6 +88,7 @@ that does not parse or bind, a bad flag, no such file or id).`,
 			defer stop()
 			report.Prepare()
 			out, err := engine.Run(ctx, cfg)
+			defer out.Wait()
 			if err != nil {
 				return bindFailure(s, x, a, err)
 			}

@@ -28,6 +28,7 @@ flow: w
 		if err != nil {
 			t.Fatal(err)
 		}
+		out.Wait()
 		events, err := rundir.ReadTimeline(out.Dir.TimelineFile())
 		if err != nil {
 			t.Fatal(err)

@@ -77,6 +77,18 @@ type Outcome struct {
 	// Redact keeps the run's secrets out of what is written from it
 	// afterwards (report.html, evidence.md).
 	Redact *redact.Redactor
+	// closed is closed once the run's timeline and log are closed, the
+	// timeline synced to disk.
+	closed <-chan struct{}
+}
+
+// Wait returns once the run's timeline is synced to disk and its files
+// are closed. Everything in the run directory can be read before: the
+// timeline is written as things happen. A caller waits before it exits.
+func (o *Outcome) Wait() {
+	if o != nil && o.closed != nil {
+		<-o.closed
+	}
 }
 
 // ExitCode is the process exit code for the outcome.
@@ -184,14 +196,22 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 		e.logTo(cfg.Log)
 	}
 	v, err := e.run(ctx)
-	e.rec.Close()
+	// Nothing is recorded after the verdict. Closing the timeline syncs it
+	// to disk (half a millisecond here, more on slower disks), which
+	// overlaps what the caller writes from the run directory; Outcome.Wait
+	// waits for it.
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		e.rec.Close()
+	}()
 	if cfg.Progress != nil {
 		cfg.Progress.Stop()
 	}
 	if err != nil {
-		return &Outcome{Dir: e.dir, Redact: e.redact}, err
+		return &Outcome{Dir: e.dir, Redact: e.redact, closed: closed}, err
 	}
-	return &Outcome{Verdict: v, Dir: e.dir, Redact: e.redact}, nil
+	return &Outcome{Verdict: v, Dir: e.dir, Redact: e.redact, closed: closed}, nil
 }
 
 // bind checks the experiment against the adapter: the problems of an
