@@ -26,7 +26,9 @@ rm -rf "$d"
 EOF
 "$bin" run --plain --adapter local --runs-dir "$runs" "$runs/hello-world.yaml" >/dev/null 2>&1
 run=$(ls -d "$runs"/hello-world/* | head -1)
-hyperfine --warmup 3 --runs "${RUNS:-20}" --export-markdown "${OUT:-/dev/stdout}" \
+# -N: no shell between hyperfine and either command, whose start would
+# add the same millisecond to both.
+hyperfine -N --warmup 3 --runs "${RUNS:-20}" --export-markdown "${OUT:-/dev/stdout}" \
   -n 'run hello-world (local)' "$bin run --plain --adapter local --runs-dir $runs $runs/hello-world.yaml" \
   -n 'the same job in plain shell' "sh $runs/hello.sh" \
   -n 'evaluate hello-world' "$bin evaluate $run" \
@@ -58,6 +60,12 @@ go test -run '^$' -bench 'SignalLatency|ReceiveHTTP|Report' -benchtime "${BENCHT
   ./internal/observe/ ./internal/otlp/ ./internal/report/
 go test -run '^$' -bench 'Large' -benchtime "${BENCHTIME:-1x}" ./internal/cli/
 go test -run '^$' -bench 'LeftoverScan' -benchtime "${SCAN_BENCHTIME:-100x}" ./internal/proc/
+# What one short script costs the harness, by how it is started, against
+# the shell starting the same (the processes of a run are most of its
+# fixed cost).
+go test -run '^$' -bench 'Spawn' -benchtime "${SPAWN_BENCHTIME:-300x}" ./internal/shell/
+sh -c 'n=300; s=$(date +%s%N); i=0; while [ $i -lt $n ]; do /bin/sh -c "exit 0"; i=$((i+1)); done; e=$(date +%s%N); echo "the shell starting /bin/sh -c \"exit 0\": $(( (e-s)/n )) ns/op"'
+
 go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaign/
 
 # At scale (each opt-in, for they take minutes): DOCKER_N containers

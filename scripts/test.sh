@@ -115,6 +115,6 @@ fuzz ./internal/runview FuzzLoad "$readfuzztime"
 # run: a shared machine's timings are too noisy for a threshold.
 mkdir -p artifacts
 CHAOS_BENCH_N="${CHAOS_BENCH_N:-50}" go test -run='^$' -benchtime=1x -timeout 20m \
-  -bench='^Benchmark(KillAll|SignalOne|LeftoverScan|FaultAll|ManyInstances|SignalLatency|ReceiveHTTP|Report|ParseManyKeys|EvaluateLarge|ReportLarge|ExportLarge|ShareLarge|CampaignOverhead)$' \
-  ./internal/proc/ ./internal/engine/ ./internal/observe/ ./internal/otlp/ ./internal/report/ ./internal/experiment/ ./internal/cli/ ./internal/campaign/ |
+  -bench='^Benchmark(KillAll|SignalOne|LeftoverScan|Spawn|FaultAll|ManyInstances|SignalLatency|ReceiveHTTP|Report|ParseManyKeys|EvaluateLarge|ReportLarge|ExportLarge|ShareLarge|CampaignOverhead)$' \
+  ./internal/proc/ ./internal/shell/ ./internal/engine/ ./internal/observe/ ./internal/otlp/ ./internal/report/ ./internal/experiment/ ./internal/cli/ ./internal/campaign/ |
   tee artifacts/bench.txt
