@@ -101,7 +101,10 @@ func (e *Event) FieldsJSON() []byte {
 // MarshalJSON writes {"t":..., "ts":..., "event":..., fields...}.
 func (e Event) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"t": %.3f, "ts": %q, "event": %q`, e.T, e.TS.UTC().Format("2006-01-02T15:04:05.000000Z"), e.Name)
+	// The name as JSON, not %q: a name read from a run directory may hold
+	// a byte Go quotes as \x7f, which JSON has no escape for.
+	name, _ := json.Marshal(e.Name)
+	fmt.Fprintf(&b, `{"t": %.3f, "ts": %q, "event": %s`, e.T, e.TS.UTC().Format("2006-01-02T15:04:05.000000Z"), name)
 	fields := e.FieldsJSON()
 	if len(fields) > 2 {
 		b.WriteString(", ")
