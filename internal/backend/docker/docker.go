@@ -114,8 +114,9 @@ type Backend struct {
 	mu        sync.Mutex
 	instances map[string]*instance // by instance name
 	digests   map[string]string
-	seen      map[string]bool // container ids whose destroy event arrived
-	seenCh    chan struct{}   // closed and replaced on every event
+	users     map[string]string // each image's configured user
+	seen      map[string]bool   // container ids whose destroy event arrived
+	seenCh    chan struct{}     // closed and replaced on every event
 
 	closeOnce  sync.Once
 	closeErr   error
@@ -153,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, cli: cli, g: guard{cli: cli, runID: cfg.RunID, ours: &sync.Map{}},
 		version: v.Version, api: v.APIVersion,
-		instances: map[string]*instance{}, digests: map[string]string{},
+		instances: map[string]*instance{}, digests: map[string]string{}, users: map[string]string{},
 		seen: map[string]bool{}, seenCh: make(chan struct{}),
 		streamDone: make(chan struct{}), dogDone: make(chan struct{}),
 	}

@@ -211,6 +211,12 @@ type inst struct {
 
 func (h *harness) create(name, script string, env ...string) *inst {
 	h.t.Helper()
+	return h.createImage(name, "", script, env...)
+}
+
+// createImage is create with the workload's image ("" for the backend's).
+func (h *harness) createImage(name, image, script string, env ...string) *inst {
+	h.t.Helper()
 	idir := filepath.Join(h.dir, name)
 	run := filepath.Join(idir, "run.sh")
 	if err := os.MkdirAll(idir, 0o755); err != nil {
@@ -224,7 +230,7 @@ func (h *harness) create(name, script string, env ...string) *inst {
 	spec := backend.InstanceSpec{
 		Workload: "w", Name: name, Dir: idir,
 		OutputDir: filepath.Join(idir, "output"), LogDir: filepath.Join(idir, "logs"),
-		Wrapper: wrapper, Script: run,
+		Wrapper: wrapper, Script: run, Image: image,
 		Env: append([]string{
 			"HOST_ONLY=secret-of-the-host", "CHAOS_RUN_ID=" + h.runID, "CHAOS_INSTANCE=" + name,
 			"CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR=" + filepath.Join(idir, "output"),
