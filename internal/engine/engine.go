@@ -589,29 +589,31 @@ func (e *engine) preflight(ctx context.Context) bool {
 	steps := append(append([]experiment.Step{}, e.a.Preflight...), e.x.Preflight...)
 	for _, s := range steps {
 		e.rec.Record("check.started", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name))
-		if s.Free != "" || s.Commands != nil {
-			passed, detail := e.lookStep(&s)
-			e.rec.Record("check.finished", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name), rundir.F("ok", passed), rundir.F("detail", detail))
-			ok = ok && passed
-			continue
-		}
-		res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.cfg.WorkDir, Env: e.baseEnv, Timeout: s.Timeout.D()})
-		passed, detail := false, ""
-		switch {
-		case err != nil:
-			detail = err.Error()
-		case !res.OK():
-			detail = strings.TrimSpace(e.redact.String(res.Output))
-			if detail == "" || res.TimedOut {
-				detail = strings.TrimSpace(res.Describe(s.Timeout.D()) + "\n" + detail)
-			}
-		default:
-			passed = true
-		}
+		passed, detail := e.preflightStep(ctx, &s)
 		e.rec.Record("check.finished", rundir.F("scope", rundir.ScopePreflight), rundir.F("check", s.Name), rundir.F("ok", passed), rundir.F("detail", detail))
 		ok = ok && passed
 	}
 	return ok
+}
+
+// preflightStep decides one preflight step of the adapter or the
+// experiment: one that looks (free, commands), or its script.
+func (e *engine) preflightStep(ctx context.Context, s *experiment.Step) (passed bool, detail string) {
+	if s.Free != "" || s.Commands != nil {
+		return e.lookStep(s)
+	}
+	res, err := e.runner.Run(ctx, shell.Spec{Name: "preflight " + s.Name, Script: s.Run, Dir: e.cfg.WorkDir, Env: e.baseEnv, Timeout: s.Timeout.D()})
+	switch {
+	case err != nil:
+		return false, err.Error()
+	case !res.OK():
+		detail = strings.TrimSpace(e.redact.String(res.Output))
+		if detail == "" || res.TimedOut {
+			detail = strings.TrimSpace(res.Describe(s.Timeout.D()) + "\n" + detail)
+		}
+		return false, detail
+	}
+	return true, ""
 }
 
 // rng returns the random source for one application of an operation: it

@@ -4,8 +4,9 @@
 package experiment
 
 import (
-	units "github.com/docker/go-units"
 	"slices"
+
+	units "github.com/docker/go-units"
 
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
