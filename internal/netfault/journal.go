@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,11 +16,22 @@ import (
 	"time"
 )
 
-// The journal: one JSON line per rule before it is applied ("apply") and
-// one once it is removed ("removed"). It is written to the run's
-// system/network-rules.jsonl, and to a file under the state directory
-// whose name says which harness wrote it, which chaos cleanup reads once
-// that harness is gone.
+// The journal: one JSON line per attempt to apply a rule, written before
+// it is made ("apply"), and one once that attempt is undone or failed
+// ("removed"). A rule is keyed by its number and its mechanism: a latency
+// that netem could not make is retried as a delay queue under the same
+// number, so its netem attempt's "removed" must not end the queue's
+// "apply". The last line of a key wins. The journal is written to the
+// run's system/network-rules.jsonl, and to a file under the state
+// directory whose name says which harness wrote it, which chaos cleanup
+// reads once that harness is gone.
+//
+// The state directory's copy is read back as untrusted input: every name
+// in it is held to the exact form of what the run made (chaos_<tag>_<n>,
+// CHAOS_<tag>_<n>, with <tag> the run's and <n> the line's rule), since nft
+// joins its arguments into one command and iptables-restore reads a
+// script; a journal with a line that is not so is refused whole, and
+// nothing it names is touched.
 
 // JournalFile is the journal's name in the run's system directory.
 const JournalFile = "network-rules.jsonl"
@@ -42,7 +54,10 @@ type Entry struct {
 	Mechanism string   `json:"mechanism,omitempty"`
 	Table     string   `json:"table,omitempty"`
 	Devices   []string `json:"devices,omitempty"`
-	Note      string   `json:"note,omitempty"`
+	// Mangle says the delay queue's rule made the namespace's mangle
+	// table, so cleanup removes it too once it holds nothing else.
+	Mangle bool   `json:"made_mangle,omitempty"`
+	Note   string `json:"note,omitempty"`
 }
 
 type journal struct {
@@ -121,7 +136,7 @@ func (m *Manager) journalApply(r *Rule) error {
 		return err
 	}
 	return j.write(Entry{Event: "apply", Rule: r.ID, TS: time.Now().UTC(), RunID: m.cfg.RunID, Operation: r.Op.Operation, Fault: r.Spec.Fault,
-		Target: r.Target.Name, What: r.Target.What, Pid: r.Target.Pid, NSDev: r.ns.Dev, NSIno: r.ns.Ino, Mechanism: r.Mechanism, Table: r.Table, Devices: r.Devs})
+		Target: r.Target.Name, What: r.Target.What, Pid: r.Target.Pid, NSDev: r.ns.Dev, NSIno: r.ns.Ino, Mechanism: r.Mechanism, Table: r.Table, Devices: r.Devs, Mangle: r.mangle})
 }
 
 // journalRemoved notes that r is gone (or was never made).
@@ -129,41 +144,214 @@ func (m *Manager) journalRemoved(r *Rule, note string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.journal != nil {
-		_ = m.journal.write(Entry{Event: "removed", Rule: r.ID, TS: time.Now().UTC(), Note: note})
+		_ = m.journal.write(Entry{Event: "removed", Rule: r.ID, TS: time.Now().UTC(), Mechanism: r.Mechanism, Table: r.Table, Note: note})
 	}
 }
 
-// ReadJournal reads a journal and returns the rules applied and not
-// removed, in order.
-func ReadJournal(path string) ([]Entry, error) {
-	data, err := os.ReadFile(path)
+// Limits of a journal read back: a run writes two short lines per rule.
+const (
+	maxJournalSize = 16 << 20
+	maxJournalLine = 64 << 10
+)
+
+// ReadJournal reads a journal of run runID and returns the rules applied
+// and not removed, in the order they were applied. With runID empty, the
+// run is the one the file's name says (<run id>.<pid>.<start>.jsonl), as
+// its first line names it. Every line is checked
+// (see validEntry); one that is not as the run would have written it makes
+// the whole journal refused, with an error naming the file, the line and
+// the field. Only a last line cut short (a kill in the middle of a write)
+// is passed over.
+func ReadJournal(path, runID string) ([]Entry, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
-	var applied []Entry
-	removed := map[int]bool{}
-	for _, line := range strings.Split(string(data), "\n") {
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s), refused", path, st.Mode().Type())
+	}
+	if st.Size() > maxJournalSize {
+		return nil, fmt.Errorf("%s: %d bytes, over the %d a journal may have, refused", path, st.Size(), maxJournalSize)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxJournalSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxJournalSize {
+		return nil, fmt.Errorf("%s: over the %d bytes a journal may have, refused", path, maxJournalSize)
+	}
+	if runID == "" {
+		runID, err = journalRun(path, data)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return parseJournal(path, runID, data)
+}
+
+// journalRun is the run id a state journal's first line names, which must
+// be the one its file name says.
+func journalRun(path string, data []byte) (string, error) {
+	named, _, _ := strings.Cut(filepath.Base(path), ".")
+	line, _, _ := strings.Cut(string(data), "\n")
+	var e Entry
+	if json.Unmarshal([]byte(line), &e) != nil || e.RunID == "" {
+		return "", fmt.Errorf("%s:1: field \"run_id\": the first line does not name the run; the journal is refused and nothing it names is touched", path)
+	}
+	if safeRunID(e.RunID) != named {
+		return "", fmt.Errorf("%s:1: field \"run_id\": %q is not the run the file is named after (%s); the journal is refused and nothing it names is touched", path, e.RunID, named)
+	}
+	return e.RunID, nil
+}
+
+// ruleKey is one attempt at a rule.
+type ruleKey struct {
+	rule int
+	mech string
+}
+
+func parseJournal(path, runID string, data []byte) ([]Entry, error) {
+	lines := strings.Split(string(data), "\n")
+	type state struct {
+		e       Entry
+		applied bool
+		order   int
+	}
+	states := map[ruleKey]*state{}
+	// lastMech is the mechanism of each rule's latest apply: a "removed"
+	// line of a journal written before lines said their mechanism ends it.
+	lastMech := map[int]string{}
+	for i, line := range lines {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		var e Entry
-		if json.Unmarshal([]byte(line), &e) != nil {
-			continue // a line cut short by a kill
+		at := fmt.Sprintf("%s:%d", path, i+1)
+		if len(line) > maxJournalLine {
+			return nil, fmt.Errorf("%s: a line of %d bytes, over the %d a journal line may have; the journal is refused and nothing it names is touched", at, len(line), maxJournalLine)
 		}
+		var e Entry
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			if i == len(lines)-1 {
+				continue // the last line, cut short by a kill
+			}
+			return nil, fmt.Errorf("%s: not a journal line (%v); the journal is refused and nothing it names is touched", at, err)
+		}
+		if field, err := validEntry(e, runID); err != nil {
+			return nil, fmt.Errorf("%s: field %q: %v; the journal is refused and nothing it names is touched", at, field, err)
+		}
+		mech := e.Mechanism
+		if e.Event == "removed" && mech == "" {
+			mech = lastMech[e.Rule]
+		}
+		k := ruleKey{e.Rule, mech}
 		switch e.Event {
 		case "apply":
-			applied = append(applied, e)
+			lastMech[e.Rule] = mech
+			states[k] = &state{e: e, applied: true, order: i}
 		case "removed":
-			removed[e.Rule] = true
+			if s, ok := states[k]; ok {
+				s.applied = false
+			}
 		}
 	}
-	var left []Entry
-	for _, e := range applied {
-		if !removed[e.Rule] {
-			left = append(left, e)
+	var left []*state
+	for _, s := range states {
+		if s.applied {
+			left = append(left, s)
 		}
 	}
-	return left, nil
+	slices.SortFunc(left, func(a, b *state) int { return a.order - b.order })
+	out := make([]Entry, 0, len(left))
+	for _, s := range left {
+		out = append(out, s.e)
+	}
+	return out, nil
+}
+
+// validEntry checks one line against what run runID writes, and says
+// which field is wrong.
+func validEntry(e Entry, runID string) (string, error) {
+	switch e.Event {
+	case "apply", "removed":
+	default:
+		return "event", fmt.Errorf("%q is neither apply nor removed", e.Event)
+	}
+	if e.Rule < 1 || e.Rule > 1<<30 {
+		return "rule", fmt.Errorf("%d is not a rule number", e.Rule)
+	}
+	switch e.Mechanism {
+	case MechNft, MechTbf, MechNetem, MechQueue:
+	case "":
+		if e.Event == "apply" {
+			return "mechanism", errors.New("missing")
+		}
+		if e.Table != "" || len(e.Devices) > 0 {
+			return "mechanism", errors.New("missing")
+		}
+		return "", nil
+	default:
+		return "mechanism", fmt.Errorf("%q is not one the harness uses", e.Mechanism)
+	}
+	if e.Event == "apply" {
+		if e.RunID != runID {
+			return "run_id", fmt.Errorf("%q is not this journal's run (%s)", e.RunID, runID)
+		}
+		if e.NSIno == 0 {
+			return "ns_ino", errors.New("missing: the rule's namespace cannot be found again")
+		}
+		if e.Pid < 0 {
+			return "pid", fmt.Errorf("%d", e.Pid)
+		}
+	}
+	want := ""
+	switch e.Mechanism {
+	case MechNft:
+		want = fmt.Sprintf("chaos_%s_%d", Tag(runID), e.Rule)
+	case MechQueue:
+		want = fmt.Sprintf("CHAOS_%s_%d", Tag(runID), e.Rule)
+	}
+	if e.Table != want && (e.Event == "apply" || e.Table != "") {
+		if want == "" {
+			return "table", fmt.Errorf("%q where a %s rule has no table", e.Table, e.Mechanism)
+		}
+		return "table", fmt.Errorf("%q is not the name run %s gave rule %d (%s): only what the run made is touched", e.Table, runID, e.Rule, want)
+	}
+	if e.Mechanism == MechTbf || e.Mechanism == MechNetem {
+		if e.Event == "apply" && len(e.Devices) == 0 {
+			return "devices", errors.New("missing")
+		}
+	}
+	for _, d := range e.Devices {
+		if !validDevice(d) {
+			return "devices", fmt.Errorf("%q is not a network device's name", d)
+		}
+	}
+	if e.Mangle && e.Mechanism != MechQueue {
+		return "made_mangle", fmt.Errorf("only a delay queue makes the mangle table")
+	}
+	return "", nil
+}
+
+// validDevice says whether s can be a network device's name as the kernel
+// takes it (dev_valid_name), printable and with no shell or nft meaning.
+func validDevice(s string) bool {
+	if s == "" || len(s) > 15 || s == "." || s == ".." {
+		return false
+	}
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '@'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // procStart is a process's start time (clock ticks after boot, field 22 of
@@ -248,7 +436,7 @@ func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found fun
 		case sf.harnessAlive():
 			continue // a live run removes its own rules
 		}
-		left, err := ReadJournal(sf.path)
+		left, err := ReadJournal(sf.path, runID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -268,7 +456,7 @@ func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found fun
 				ns.Close()
 				continue
 			}
-			err := remove(ctx, ns, e.Mechanism, e.Table, e.Devices, false)
+			err := remove(ctx, ns, e.Mechanism, e.Table, e.Devices, e.Mangle)
 			ns.Close()
 			if err != nil {
 				failed = true

@@ -227,6 +227,10 @@ func (m *Manager) apply(ctx context.Context, r *Rule) error {
 	if r.Mechanism == MechQueue {
 		r.Queue = uint16(10000 + r.ID%50000)
 		r.Table = fmt.Sprintf("CHAOS_%s_%d", m.tag, r.ID)
+		// Whether the rule makes the mangle table is journaled with it, so
+		// cleanup after a kill leaves no empty table behind either.
+		_, lerr := r.ns.Run(ctx, "", "nft", "list", "table", "ip", "mangle")
+		r.mangle = lerr != nil
 	}
 	if err := m.journalApply(r); err != nil {
 		return err
@@ -266,8 +270,6 @@ func (m *Manager) applyQueue(ctx context.Context, r *Rule) error {
 	if err != nil {
 		return err
 	}
-	_, lerr := r.ns.Run(ctx, "", "nft", "list", "table", "ip", "mangle")
-	r.mangle = lerr != nil
 	if _, err := r.ns.Run(ctx, queueRules(r.Table, r.Queue), "iptables-restore", "--noflush"); err != nil {
 		q.Close()
 		return err

@@ -1,0 +1,336 @@
+package netfault
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const testRun = "20260101T000000Z-abcd"
+
+// line is one journal line as a run writes it.
+func line(e Entry) string {
+	b, _ := json.Marshal(e)
+	return string(b) + "\n"
+}
+
+func TestReadJournal(t *testing.T) {
+	tag := Tag(testRun)
+	nft := func(rule int) Entry {
+		return Entry{Event: "apply", Rule: rule, RunID: testRun, NSIno: 7, Mechanism: MechNft, Table: fmt.Sprintf("chaos_%s_%d", tag, rule), Devices: []string{"eth0"}}
+	}
+	netem := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechNetem, Devices: []string{"eth0"}}
+	queue := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_3", Devices: []string{"eth0"}, Mangle: true}
+	bad := func(f func(e *Entry)) string { e := nft(1); f(&e); return line(e) }
+	for _, c := range []struct {
+		name string
+		data string
+		left []string // tables (or mechanisms) left, in order
+		err  string   // part of the error; "" none
+	}{
+		{"applied and removed", line(nft(1)) + line(Entry{Event: "removed", Rule: 1, Mechanism: MechNft, Table: nft(1).Table}), nil, ""},
+		{"applied, not removed", line(nft(1)) + line(nft(2)) + line(Entry{Event: "removed", Rule: 1, Mechanism: MechNft, Table: nft(1).Table}), []string{nft(2).Table}, ""},
+		// Issue 25: the netem attempt's removed must not end the queue
+		// that took its place under the same number.
+		{"netem failed, queue applied", line(netem) + line(Entry{Event: "removed", Rule: 3, Mechanism: MechNetem, Note: "not applied"}) + line(queue), []string{queue.Table}, ""},
+		{"queue applied and removed", line(netem) + line(Entry{Event: "removed", Rule: 3, Mechanism: MechNetem}) + line(queue) + line(Entry{Event: "removed", Rule: 3, Mechanism: MechQueue, Table: queue.Table}), nil, ""},
+		{"old removed line ends the latest apply", line(netem) + line(Entry{Event: "removed", Rule: 3}) + line(queue) + line(Entry{Event: "removed", Rule: 3}), nil, ""},
+		{"last line cut short", line(nft(1)) + `{"event":"remo`, []string{nft(1).Table}, ""},
+		{"a middle line broken", `{"event":"remo` + "\n" + line(nft(1)), nil, "test.jsonl:1: not a journal line"},
+		// Issue 23 item 11: a name that is not the run's own.
+		{"table with a command", bad(func(e *Entry) { e.Table = "keepme ; add table inet x" }), nil, `test.jsonl:1: field "table": "keepme ; add table inet x" is not the name`},
+		{"another run's table", bad(func(e *Entry) { e.Table = "chaos_" + Tag("other") + "_1" }), nil, `field "table"`},
+		{"another rule's table", bad(func(e *Entry) { e.Table = "chaos_" + tag + "_2" }), nil, `field "table"`},
+		{"a table with a newline", bad(func(e *Entry) { e.Table = nft(1).Table + "\n-F INPUT" }), nil, `field "table"`},
+		{"queue chain lower case", line(Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechQueue, Table: "chaos_" + tag + "_3"}), nil, `field "table"`},
+		{"qdisc with a table", bad(func(e *Entry) { e.Mechanism = MechTbf }), nil, `field "table"`},
+		{"removed naming another table", line(nft(1)) + line(Entry{Event: "removed", Rule: 1, Mechanism: MechNft, Table: "keepme"}), nil, `test.jsonl:2: field "table"`},
+		{"device with a space", bad(func(e *Entry) { e.Devices = []string{"eth0 root"} }), nil, `field "devices"`},
+		{"device too long", bad(func(e *Entry) { e.Devices = []string{"abcdefghijklmnop"} }), nil, `field "devices"`},
+		{"another run", bad(func(e *Entry) { e.RunID = "20260101T000000Z-ffff" }), nil, `field "run_id"`},
+		{"unknown mechanism", bad(func(e *Entry) { e.Mechanism = "shell" }), nil, `field "mechanism"`},
+		{"unknown event", bad(func(e *Entry) { e.Event = "exec" }), nil, `field "event"`},
+		{"rule zero", bad(func(e *Entry) { e.Rule = 0 }), nil, `field "rule"`},
+		{"no namespace", bad(func(e *Entry) { e.NSIno = 0 }), nil, `field "ns_ino"`},
+		{"unknown field", `{"event":"apply","rule":1,"cmd":"x"}` + "\n", nil, "unknown field"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			left, err := parseJournal("test.jsonl", testRun, []byte(c.data))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one with %q", err, c.err)
+				}
+				if left != nil {
+					t.Errorf("a refused journal still gave %v", left)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range left {
+				got = append(got, e.Table)
+			}
+			if strings.Join(got, ",") != strings.Join(c.left, ",") {
+				t.Errorf("left %v, want %v", got, c.left)
+			}
+		})
+	}
+}
+
+func TestReadJournalFile(t *testing.T) {
+	dir := t.TempDir()
+	// A FIFO, a symlink and an oversized file are refused, not read.
+	fifo := filepath.Join(dir, testRun+".1.1.jsonl")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadJournal(fifo, ""); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("FIFO: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("reading a FIFO blocked")
+	}
+	link := filepath.Join(dir, testRun+".2.2.jsonl")
+	os.Symlink("/etc/passwd", link)
+	if _, err := ReadJournal(link, ""); err == nil {
+		t.Error("a symlink was read")
+	}
+	big := filepath.Join(dir, testRun+".3.3.jsonl")
+	os.WriteFile(big, make([]byte, maxJournalSize+1), 0o600)
+	if _, err := ReadJournal(big, ""); err == nil || !strings.Contains(err.Error(), "over the") {
+		t.Errorf("oversized: %v", err)
+	}
+	// The run is the one the file is named after.
+	other := filepath.Join(dir, "20260101T000000Z-ffff.4.4.jsonl")
+	os.WriteFile(other, []byte(line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSIno: 1, Mechanism: MechNft, Table: "chaos_" + Tag(testRun) + "_1"})), 0o600)
+	if _, err := ReadJournal(other, ""); err == nil || !strings.Contains(err.Error(), `:1: field "run_id"`) {
+		t.Errorf("a journal of another run than its name: %v", err)
+	}
+}
+
+// FuzzReadJournal: whatever a journal holds, what is returned names only
+// what the run made.
+func FuzzReadJournal(f *testing.F) {
+	tag := Tag(testRun)
+	f.Add(line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSIno: 1, Mechanism: MechNft, Table: "chaos_" + tag + "_1"}))
+	f.Add(line(Entry{Event: "apply", Rule: 2, RunID: testRun, NSIno: 1, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_2", Devices: []string{"eth0"}}) + `{"event":"removed","rule":2}`)
+	f.Add(`{"event":"apply","rule":1,"run_id":"` + testRun + `","ns_ino":1,"mechanism":"nftables","table":"keepme ; add table inet x"}`)
+	f.Fuzz(func(t *testing.T, data string) {
+		left, err := parseJournal("f.jsonl", testRun, []byte(data))
+		if err != nil {
+			return
+		}
+		for _, e := range left {
+			switch e.Mechanism {
+			case MechNft:
+				if e.Table != fmt.Sprintf("chaos_%s_%d", tag, e.Rule) {
+					t.Fatalf("table %q", e.Table)
+				}
+			case MechQueue:
+				if e.Table != fmt.Sprintf("CHAOS_%s_%d", tag, e.Rule) {
+					t.Fatalf("chain %q", e.Table)
+				}
+			case MechTbf, MechNetem:
+				if e.Table != "" || len(e.Devices) == 0 {
+					t.Fatalf("qdisc %+v", e)
+				}
+			default:
+				t.Fatalf("mechanism %q", e.Mechanism)
+			}
+			for _, d := range e.Devices {
+				if !validDevice(d) {
+					t.Fatalf("device %q", d)
+				}
+			}
+		}
+	})
+}
+
+// deadJournal writes lines as the state journal of run, by a harness that
+// is gone.
+func deadJournal(t *testing.T, dir, run, lines string) string {
+	t.Helper()
+	p := filepath.Join(dir, safeRunID(run)+".999999999.1.jsonl")
+	if err := os.WriteFile(p, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Issue 23 item 11: a journal naming a table the run never made, with an
+// nft command after ";", is refused: the table stays, the command is not
+// run, the journal is kept.
+func TestCleanupRefusesForeignNames(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	ns, err := NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if _, err := ns.Run(ctx, "", "nft", "add", "table", "inet", "keepme"); err != nil {
+		t.Fatal(err)
+	}
+	stop := holdNS(t, ns)
+	defer stop()
+	state := t.TempDir()
+	p := deadJournal(t, state, testRun, line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSDev: ns.Dev, NSIno: ns.Ino, Mechanism: MechNft, Table: "keepme ; add table inet x"}))
+	for _, dry := range []bool{true, false} {
+		var found []string
+		err = Cleanup(ctx, state, "", dry, func(s string) { found = append(found, s) })
+		if err == nil || !strings.Contains(err.Error(), p+`:1: field "table": "keepme ; add table inet x" is not the name run `+testRun+" gave rule 1") {
+			t.Errorf("dry run %v: error %v, want one naming the file, line and field", dry, err)
+		}
+		if len(found) != 0 {
+			t.Errorf("dry run %v: %q", dry, found)
+		}
+	}
+	out, err := ns.Run(ctx, "", "nft", "list", "tables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != "table inet keepme" {
+		t.Errorf("tables after cleanup: %q, want only keepme", out)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Errorf("the refused journal was removed: %v", err)
+	}
+}
+
+// The SIGKILL test's harness: with CHAOS_NETFAULT_HARNESS set, applies
+// one fault as a run would, says so and waits to be killed.
+func TestKilledHarnessHelper(t *testing.T) {
+	fault := os.Getenv("CHAOS_NETFAULT_HARNESS")
+	if fault == "" {
+		t.Skip("the harness of TestCleanupAfterKill, run by it")
+	}
+	addr := netip.MustParseAddr(os.Getenv("CHAOS_NETFAULT_ADDR"))
+	peer := netip.MustParseAddr(os.Getenv("CHAOS_NETFAULT_PEER"))
+	mgr := NewManager(Config{RunID: os.Getenv("CHAOS_NETFAULT_RUN"), StateDir: os.Getenv("CHAOS_NETFAULT_STATE"), SystemDir: os.Getenv("CHAOS_NETFAULT_SYSTEM")})
+	pid, _ := strconv.Atoi(os.Getenv("CHAOS_NETFAULT_PID"))
+	s := Spec{Fault: fault, Delay: 50 * time.Millisecond, Percent: 30, Rate: 1_000_000, DropTo: []netip.Addr{peer}, DropFrom: []netip.Addr{peer}}
+	tg := Target{Name: "a", NS: fmt.Sprintf("/proc/%d/ns/net", pid), Addrs: []netip.Addr{addr}, Pid: pid, What: "test"}
+	r, err := mgr.Apply(context.Background(), tg, s, Op{Operation: "op", Run: 1})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(3)
+	}
+	fmt.Printf("applied %s %s\n", r.Mechanism, r.Table)
+	time.Sleep(time.Minute)
+	os.Exit(4)
+}
+
+// Issue 25 defect 1, for every fault: a harness SIGKILLed while its fault
+// is applied leaves rules in a namespace that outlives it (held by a
+// process, as a pod's is); chaos cleanup lists them in a dry run, then
+// removes them, leaving no rule, chain, qdisc, queue or journal.
+func TestCleanupAfterKill(t *testing.T) {
+	lab := newLab(t)
+	m := member(t, lab, "a")
+	for _, fault := range []string{Latency, Loss, Bandwidth, Reset, Blackhole, Partition} {
+		t.Run(fault, func(t *testing.T) {
+			ctx := context.Background()
+			stop := holdNS(t, m.NS)
+			defer stop()
+			holder := heldBy(t, m.NS)
+			state, system := t.TempDir(), t.TempDir()
+			run := fmt.Sprintf("20260101T0000%02dZ-%04x", len(fault), os.Getpid()&0xffff)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHarnessHelper$", "-test.v")
+			cmd.Env = append(os.Environ(), "CHAOS_NETFAULT_HARNESS="+fault, "CHAOS_NETFAULT_RUN="+run, "CHAOS_NETFAULT_STATE="+state, "CHAOS_NETFAULT_SYSTEM="+system,
+				"CHAOS_NETFAULT_PID="+strconv.Itoa(holder), "CHAOS_NETFAULT_ADDR="+m.Addr.String(), "CHAOS_NETFAULT_PEER="+lab.Host.String())
+			cmd.Stderr = os.Stderr
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sc := bufio.NewScanner(out)
+			applied := ""
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "applied ") || strings.HasPrefix(sc.Text(), "error:") {
+					applied = sc.Text()
+					break
+				}
+			}
+			if !strings.HasPrefix(applied, "applied ") {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("the harness did not apply %s: %q", fault, applied)
+			}
+			if len(harnessRules(ctx, m.NS)) == 0 {
+				t.Fatalf("nothing of %s in the namespace while it is applied", fault)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			var found []string
+			if err := Cleanup(ctx, state, run, true, func(s string) { found = append(found, s) }); err != nil {
+				t.Fatal(err)
+			}
+			name := strings.Fields(applied)
+			if len(found) != 1 || !strings.HasPrefix(found[0], "would remove "+fault) || (len(name) > 2 && !strings.Contains(found[0], name[2])) {
+				t.Errorf("dry run lists %q, want the %s rule (%s)", found, fault, applied)
+			}
+			if left := harnessRules(ctx, m.NS); len(left) == 0 {
+				t.Errorf("the dry run removed %s", fault)
+			}
+			found = nil
+			if err := Cleanup(ctx, state, run, false, func(s string) { found = append(found, s) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(found) != 1 || !strings.HasPrefix(found[0], "removed "+fault) {
+				t.Errorf("cleanup says %q", found)
+			}
+			if left := harnessRules(ctx, m.NS); len(left) != 0 {
+				t.Errorf("left after cleanup: %q", left)
+			}
+			if out, _ := m.NS.Run(ctx, "", "iptables-save", "-t", "mangle"); strings.Contains(out, "CHAOS") || strings.Contains(out, "NFQUEUE") {
+				t.Errorf("iptables-save -t mangle after cleanup:\n%s", out)
+			}
+			if out, _ := m.NS.Run(ctx, "", "nft", "list", "tables"); strings.TrimSpace(out) != "" {
+				t.Errorf("tables left after cleanup: %q", out)
+			}
+			if out, _ := m.NS.Run(ctx, "", "cat", "/proc/net/netfilter/nfnetlink_queue"); strings.TrimSpace(out) != "" {
+				t.Errorf("queues bound after cleanup: %q", out)
+			}
+			if ents, _ := os.ReadDir(state); len(ents) != 0 {
+				t.Errorf("journals left: %v", ents)
+			}
+		})
+	}
+}
+
+// heldBy is a process other than the test in ns.
+func heldBy(t *testing.T, ns *NS) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		var st syscall.Stat_t
+		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && st.Ino == ns.Ino && uint64(st.Dev) == ns.Dev {
+			return pid
+		}
+	}
+	t.Fatal("no process holds the namespace")
+	return 0
+}
