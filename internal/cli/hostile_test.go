@@ -103,22 +103,28 @@ func TestDefaultAdapterRelativeToTheExperiment(t *testing.T) {
 	wantRun(t, 0, "valid    hello on mine\n", "", "validate", "../../exp/hello.yaml")
 }
 
-// Two experiment files with one id: validate names both files and calls
-// them invalid; show and list refuse to pick one.
+// Two versions of an experiment side by side share an id: list and
+// validate take both (list names each file, validate warns), and only a
+// command asked for the ambiguous id refuses it, naming both files and
+// saying to give the file; given the file, it works.
 func TestDuplicateExperimentIDs(t *testing.T) {
 	x := "apiVersion: chaos/v1alpha1\nid: twin\nworkloads:\n  - name: w\n    run: echo\nflow: w\n"
-	dir := writeTemp(t, map[string]string{"a.yaml": x, "b/b.yaml": x})
+	dir := writeTemp(t, map[string]string{"a.yaml": x, "b/b.yaml": strings.Replace(x, "id: twin", "id: twin\nversion: 2", 1)})
 	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b/b.yaml")
 	code, out, _ := chaos(t, "validate", "--dir", dir, "--adapter", "local")
-	if code != ExitInvalid || !strings.Contains(out, a+":2:5: id: experiment id \"twin\" is also the id of "+b) || !strings.Contains(out, b+":2:5: id: experiment id \"twin\" is also the id of "+a) {
+	if code != ExitOK || !strings.Contains(out, a+":2:5: warning: id: experiment id \"twin\" is also the id of "+b) || !strings.Contains(out, "give the file instead") || strings.Count(out, "valid    twin on local") != 2 {
 		t.Errorf("validate: exit %d\n%s", code, out)
 	}
 	code, out, errs := chaos(t, "show", "--dir", dir, "twin")
-	if code != ExitInvalid || out != "" || !strings.Contains(errs, a) || !strings.Contains(errs, b) {
+	if code != ExitInvalid || out != "" || !strings.Contains(errs, a) || !strings.Contains(errs, b) || !strings.Contains(errs, "give the file") {
 		t.Errorf("show: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
+	code, out, errs = chaos(t, "show", b)
+	if code != ExitOK || !strings.HasPrefix(out, "twin (v2)") {
+		t.Errorf("show FILE: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
 	code, out, errs = chaos(t, "list", "--dir", dir)
-	if code != ExitInvalid || strings.Contains(out, "twin") || !strings.Contains(errs, a+" and "+b) {
+	if code != ExitOK || !strings.Contains(out, "twin (v0)  "+a) || !strings.Contains(out, "twin (v2)  "+b) || errs != "" {
 		t.Errorf("list: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -42,18 +41,12 @@ no experiments: standard error says so); 4 an experiment file is invalid
 			var xs []*experiment.Experiment
 			bad := false
 			doc := jsonList{Schema: schemaList, Dir: d, Experiments: []jsonListedExpt{}, Skipped: []jsonSkipped{}}
+			// Two files may share an id (two versions side by side): both
+			// are listed, each with its file, since the id alone does not
+			// pick one.
 			dups := duplicateIDs(files)
-			for _, id := range slices.Sorted(maps.Keys(dups)) {
-				bad = true
-				reason := fmt.Sprintf("experiment id %q is the id of each of them; give each experiment its own id", id)
-				fmt.Fprintf(s.err, "skipping %s: %s\n", strings.Join(dups[id], " and "), reason)
-				doc.Skipped = append(doc.Skipped, jsonSkipped{Files: dups[id], Reason: reason})
-			}
 			for _, f := range files {
 				x, ps := experiment.Load(f)
-				if x != nil && len(dups[x.ID]) > 1 {
-					continue
-				}
 				if ps.Err() != nil {
 					bad = true
 					reason := fmt.Sprintf("it is invalid (chaos validate %s says why)", f)
@@ -66,7 +59,7 @@ no experiments: standard error says so); 4 an experiment file is invalid
 				}
 				xs = append(xs, x)
 			}
-			sort.Slice(xs, func(i, j int) bool { return xs[i].ID < xs[j].ID })
+			sort.SliceStable(xs, func(i, j int) bool { return xs[i].ID < xs[j].ID })
 			for _, x := range xs {
 				doc.Experiments = append(doc.Experiments, jsonListedExpt{ID: x.ID, Version: x.Version, Title: x.Title, File: x.File, Issues: orEmpty(x.Issues()), Hypothesis: strings.TrimSpace(x.Hypothesis)})
 			}
@@ -77,7 +70,12 @@ no experiments: standard error says so); 4 an experiment file is invalid
 				if i > 0 {
 					fmt.Fprintln(s.out)
 				}
-				fmt.Fprintf(s.out, "%s (v%d)\n", x.ID, x.Version)
+				if len(dups[x.ID]) > 1 {
+					// The id is ambiguous: the file is what picks this one.
+					fmt.Fprintf(s.out, "%s (v%d)  %s\n", x.ID, x.Version, x.File)
+				} else {
+					fmt.Fprintf(s.out, "%s (v%d)\n", x.ID, x.Version)
+				}
 				if x.Title != "" {
 					fmt.Fprintf(s.out, "  %s\n", x.Title)
 				}

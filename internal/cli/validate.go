@@ -127,11 +127,12 @@ func validateFile(s *streams, file, adapterRef, adaptersDir string, all bool, du
 	}
 	x, ps := experiment.Load(file)
 	if x != nil {
-		// Two files with one id: name them both, and refuse the ambiguity
-		// (show, list and run by id would not know which one is meant).
+		// Two files with one id (two versions side by side) are both
+		// valid; only a command asked for that id cannot tell which one
+		// is meant, so say how to pick one: by its file.
 		for _, other := range dups[x.ID] {
 			if other != file {
-				ps = append(ps, manifest.Problem{File: file, Pos: x.Positions["id"], Field: "id", Msg: fmt.Sprintf("experiment id %q is also the id of %s; each experiment needs its own id", x.ID, other)})
+				ps = append(ps, manifest.Problem{File: file, Pos: x.Positions["id"], Field: "id", Warning: true, Msg: fmt.Sprintf("experiment id %q is also the id of %s; a command given the id refuses it as ambiguous, so give the file instead", x.ID, other)})
 			}
 		}
 	}
