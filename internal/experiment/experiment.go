@@ -135,6 +135,11 @@ type Check struct {
 	// stall
 	File  string   `yaml:"file" json:"file,omitempty" jsonschema_description:"stall: a file in the instance's output that must keep growing while it runs."`
 	Limit Duration `yaml:"limit" json:"limit,omitempty" jsonschema_description:"stall: the longest time the evidence may stand still while the instance is Running."`
+	// AfterReady and ExceptDuring keep the time a fault took the system
+	// down out of a stall: a client cannot progress while its server is
+	// restarting.
+	AfterReady   string   `yaml:"after-ready" json:"after-ready,omitempty" jsonschema_description:"stall: a named target of the adapter; time counts only while it is ready, and the clock starts over each time it is ready again (target.started, target.restarted)."`
+	ExceptDuring []string `yaml:"except-during" json:"except-during,omitempty" jsonschema_description:"stall: operations whose windows (from operation.started to its operation.reverted or operation.finished) do not count; the clock stops in them and goes on after."`
 	// history checkers (set, counter, queue, linearizable)
 	Workloads       []string      `yaml:"workloads" json:"workloads,omitempty" jsonschema_description:"set, counter, queue, linearizable: the workloads whose histories are read together (default: every workload)."`
 	Model           string        `yaml:"model" json:"model,omitempty" jsonschema:"enum=register,enum=kv" jsonschema_description:"linearizable: register (read, write, cas) or kv (the same with a key first)."`
@@ -189,7 +194,7 @@ type Operation struct {
 	Pos         manifest.Pos      `yaml:"-" json:"-"`
 	Name        string            `yaml:"name" json:"name"`
 	Description string            `yaml:"description" json:"description,omitempty"`
-	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop; network faults latency, loss, bandwidth, reset, blackhole, partition) or an operation of the adapter."`
+	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop; network faults latency, loss, bandwidth, reset, blackhole, partition; resource faults cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill) or an operation of the adapter."`
 	Target      *Target           `yaml:"target" json:"target,omitempty"`
 	Select      *Select           `yaml:"select" json:"select,omitempty"`
 	Duration    Duration          `yaml:"duration" json:"duration,omitempty" jsonschema_description:"How long the change is held before it is reverted."`
@@ -199,6 +204,8 @@ type Operation struct {
 	Trigger     *Trigger          `yaml:"trigger" json:"trigger,omitempty"`
 	// Network holds the parameters of a network fault.
 	Network *Network `yaml:"network" json:"network,omitempty" jsonschema_description:"The parameters of a network fault (latency, loss, bandwidth, partition)."`
+	// Resource holds the parameters of a resource fault (resource.go).
+	Resource *Resource `yaml:"resource" json:"resource,omitempty" jsonschema_description:"The parameters of a resource fault (cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill)."`
 }
 
 // Trigger fires an operation relative to an observed state instead of at a
@@ -240,7 +247,8 @@ const (
 
 // Faults lists the built-in faults.
 var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze, FaultCrashLoop,
-	FaultLatency, FaultLoss, FaultBandwidth, FaultReset, FaultBlackhole, FaultPartition}
+	FaultLatency, FaultLoss, FaultBandwidth, FaultReset, FaultBlackhole, FaultPartition,
+	FaultCPULimit, FaultCPUStress, FaultMemoryPressure, FaultMemoryLimit, FaultMemoryStress, FaultIOLimit, FaultTaskLimit, FaultDiskFill}
 
 // IsFault reports whether name is a built-in fault.
 func IsFault(name string) bool {

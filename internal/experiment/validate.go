@@ -122,6 +122,11 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		if c.Window != nil && x.Operation(c.Window.Operation) == nil {
 			d.Problem(p+".window.operation", "no operation named %q%s", c.Window.Operation, manifest.DidYouMean(c.Window.Operation, flowNames(x)))
 		}
+		for i, o := range c.ExceptDuring {
+			if x.Operation(o) == nil {
+				d.Problem(fmt.Sprintf("%s.except-during[%d]", p, i), "no operation named %q%s", o, manifest.DidYouMean(o, flowNames(x)))
+			}
+		}
 	})
 	seen := map[string]bool{}
 	for i := range x.Checks {
@@ -377,6 +382,9 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 		if c.Limit <= 0 {
 			d.Problem(p, "a stall check needs limit: the longest time the evidence may stand still, e.g. limit: 10s")
 		}
+		if c.AfterReady != "" && !manifest.ValidName(c.AfterReady) {
+			d.Problem(p+".after-ready", "%q is not a target name: name a target of the adapter, e.g. after-ready: gateway", c.AfterReady)
+		}
 		if c.File != "" && (strings.HasPrefix(c.File, "/") || strings.Contains(c.File, "..")) {
 			d.Problem(p+".file", "%q must be a path inside the instance's output directory", c.File)
 		}
@@ -417,6 +425,8 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 	misplacedAny("value", c.Value != nil, CheckMetric)
 	misplacedAny("file", c.File != "", CheckStall)
 	misplacedAny("limit", c.Limit != 0, CheckStall)
+	misplacedAny("after-ready", c.AfterReady != "", CheckStall)
+	misplacedAny("except-during", c.ExceptDuring != nil, CheckStall)
 	misplacedAny("workloads", c.Workloads != nil, HistoryChecks...)
 	misplacedAny("requires", c.Requires != nil, HistoryChecks...)
 	misplacedAny("model", c.Model != "", CheckLinearizable)
@@ -490,6 +500,7 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 		}
 	}
 	validateNetwork(d, x, p, o)
+	validateResource(d, x, p, o)
 	if o.Grace > 0 && o.Uses != FaultRestart && fault {
 		d.Problem(p+".grace", "grace applies to restart only")
 	}

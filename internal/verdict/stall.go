@@ -3,8 +3,10 @@ package verdict
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path"
 	"sort"
+	"strings"
 
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/limits"
@@ -78,10 +80,18 @@ func (ev *evaluator) stallCheck(c *experiment.Check, workload, inst string) outc
 	if len(running) == 0 {
 		return outcome{detail: fmt.Sprintf("%s was never Running, so it never showed progress", inst)}
 	}
+	stretches := running
+	if c.AfterReady != "" {
+		stretches = intersect(running, ev.readyIntervals(c.AfterReady))
+	}
+	var paused [][2]float64
+	for _, op := range c.ExceptDuring {
+		paused = append(paused, ev.window(&experiment.Window{Operation: op})...)
+	}
 	limit := c.Limit.D().Seconds()
 	worst, from, to := 0.0, 0.0, 0.0
-	for _, iv := range running {
-		// The value at the start of the interval is the last one before it.
+	for _, iv := range stretches {
+		// The value at the start of the stretch is the last one before it.
 		prev, have := 0.0, false
 		for _, p := range pts {
 			if p.t <= iv[0] {
@@ -89,26 +99,155 @@ func (ev *evaluator) stallCheck(c *experiment.Check, workload, inst string) outc
 			}
 		}
 		last := iv[0]
+		gap := func(end float64) {
+			if g := counted(last, end, paused); g > worst {
+				worst, from, to = g, last, end
+			}
+		}
 		for _, p := range pts {
 			if p.t <= iv[0] || p.t > iv[1] {
 				continue
 			}
 			if !have || p.v > prev {
-				if gap := p.t - last; gap > worst {
-					worst, from, to = gap, last, p.t
-				}
+				gap(p.t)
 				last = p.t
 			}
 			prev, have = p.v, true
 		}
-		if gap := iv[1] - last; gap > worst {
-			worst, from, to = gap, last, iv[1]
-		}
+		gap(iv[1])
 	}
 	if worst > limit {
-		return outcome{detail: fmt.Sprintf("%s did not advance for %.1fs (t=%.1fs to %.1fs) while %s was Running; the limit is %s", what, worst, from, to, inst, c.Limit)}
+		while := "while " + inst + " was Running"
+		if c.AfterReady != "" {
+			while += " and " + c.AfterReady + " was ready"
+		}
+		if len(paused) > 0 {
+			if out := (to - from) - worst; out > 0 {
+				while += fmt.Sprintf(", not counting %.1fs in windows of %s", out, strings.Join(c.ExceptDuring, ", "))
+			}
+		}
+		return outcome{detail: fmt.Sprintf("%s did not advance for %.1fs (t=%.1fs to %.1fs) %s; the limit is %s", what, worst, from, to, while, c.Limit)}
 	}
 	return outcome{ok: true}
+}
+
+// counted is the time from a to b that lies outside every paused window:
+// a stall's clock stops in a declared fault window and goes on after it.
+func counted(a, b float64, paused [][2]float64) float64 {
+	if b <= a {
+		return 0
+	}
+	// Merge the windows that overlap [a, b] so overlapping ones are taken
+	// out once.
+	var in [][2]float64
+	for _, w := range paused {
+		lo, hi := math.Max(w[0], a), math.Min(w[1], b)
+		if hi > lo {
+			in = append(in, [2]float64{lo, hi})
+		}
+	}
+	sort.Slice(in, func(i, j int) bool { return in[i][0] < in[j][0] })
+	out, end := 0.0, a
+	for _, w := range in {
+		if w[1] <= end {
+			continue
+		}
+		out += w[1] - math.Max(w[0], end)
+		end = w[1]
+	}
+	return (b - a) - out
+}
+
+// intersect returns the parts of the stretches a that lie inside one of
+// the stretches b, each a stretch of its own (b's starts start the clock
+// over).
+func intersect(a, b [][2]float64) [][2]float64 {
+	var out [][2]float64
+	for _, x := range a {
+		for _, y := range b {
+			lo, hi := math.Max(x[0], y[0]), math.Min(x[1], y[1])
+			if hi > lo {
+				out = append(out, [2]float64{lo, hi})
+			}
+		}
+	}
+	return out
+}
+
+// faultsThatTakeDown are the built-in faults after which a named target is
+// ready again only at its target.restarted; any other operation on it
+// (freeze, a network fault, an adapter operation) ends with its own
+// operation.reverted or operation.finished.
+var faultsThatTakeDown = map[string]bool{
+	experiment.FaultKill: true, experiment.FaultRestart: true, experiment.FaultRestartInPlace: true,
+	experiment.FaultOutage: true, experiment.FaultCrashLoop: true,
+}
+
+// readyIntervals returns the [start, end] times a named target was ready,
+// from the timeline alone: from its target.started (or the start of the run
+// when the run did not start it) until an operation acted on it, and again
+// from each target.restarted. Each restart starts a stretch of its own.
+// An operation that holds the target until the end of the flow without a
+// restart (a kill brought back at cleanup) leaves it not ready until then.
+func (ev *evaluator) readyIntervals(target string) [][2]float64 {
+	end := 0.0
+	started := false
+	for _, e := range ev.events {
+		end = math.Max(end, e.T)
+		if e.Name == "target.started" && e.String("target") == target {
+			started = true
+		}
+	}
+	var out [][2]float64
+	readyFrom := -1.0
+	if !started {
+		readyFrom = 0
+	}
+	// down is why the target is not ready: "" (it is, or not yet started),
+	// "restart" (waits for target.restarted) or an operation's name and run
+	// (waits for that operation's end).
+	down, downRun := "", ""
+	stop := func(t float64) {
+		if readyFrom >= 0 && t > readyFrom {
+			out = append(out, [2]float64{readyFrom, t})
+		}
+		readyFrom = -1
+	}
+	for _, e := range ev.events {
+		switch e.Name {
+		case "target.started":
+			if e.String("target") == target {
+				stop(e.T)
+				readyFrom, down = e.T, ""
+			}
+		case "target.restarted":
+			if e.String("target") == target {
+				stop(e.T)
+				readyFrom, down = e.T, ""
+			}
+		case "target.stopped":
+			if e.String("target") == target {
+				stop(e.T)
+				down = "stopped"
+			}
+		case "operation.started":
+			if e.String("scope") != "target" || canonicalTarget(rundir.TargetText(e.Get("target"))) != target {
+				continue
+			}
+			stop(e.T)
+			if faultsThatTakeDown[e.String("uses")] {
+				down = "restart"
+			} else {
+				down, downRun = e.String("operation"), e.String("run")
+			}
+		case "operation.reverted", "operation.finished":
+			if down != "" && down != "restart" && down != "stopped" && e.String("operation") == down && e.String("run") == downRun {
+				readyFrom, down = e.T, ""
+			}
+		}
+	}
+	stop(end)
+	return out
 }
 
 // runningIntervals returns the [start, end] times the instance spent
