@@ -24,6 +24,10 @@ type Result struct {
 	Findings []rundir.Finding
 	// Page, when set, is an HTML counter-example to save next to the verdict.
 	Page []byte
+	// Warnings are problems of the client, not of the system under test
+	// (operations a model does not know): they become verdict warnings and
+	// never decide the outcome.
+	Warnings []string
 }
 
 // MaxListed is how many values and operations a finding lists.
