@@ -82,10 +82,134 @@ func (g *Group) write(name, value, doing string) error {
 	return nil
 }
 
-// Kill SIGKILLs every process of the group and its subtree (cgroup.kill),
-// including processes forked while the kill is in progress. It does not
-// wait: use WaitEmpty.
-func (g *Group) Kill() error { return g.write("cgroup.kill", "1", "killing cgroup") }
+// Kill SIGKILLs every process of the group and its subtree, by every means
+// that works, and does not wait (use KillWait to kill until it is empty):
+//
+//   - cgroup.kill, which also reaches processes forked while the kill is in
+//     progress;
+//   - then a SIGKILL to each thread group the subtree lists in cgroup.procs
+//     and cgroup.threads (a thread's group found by its Tgid), each through a
+//     pidfd after checking that the process is still in the group, so a
+//     recycled pid is never hit. cgroup.kill misses a process whose main
+//     thread has exited while its other threads run on (a Go server or a JVM
+//     can end its main thread; the leader is then a zombie): on Linux 6.18 such
+//     a process survives cgroup.kill, while a signal to its thread group
+//     ends it.
+func (g *Group) Kill() error {
+	kerr := g.write("cgroup.kill", "1", "killing cgroup")
+	if kerr != nil && IsGone(kerr) {
+		return kerr
+	}
+	return errors.Join(kerr, g.killListed())
+}
+
+// killRecheck is how long KillWait waits for the group to empty before it
+// kills what is left again.
+const killRecheck = 100 * time.Millisecond
+
+// KillWait kills the subtree (Kill) and waits, bounded by ctx, until no live
+// task is left in it, killing again whatever is still there every
+// killRecheck: a thread of a process that survived one pass may have forked
+// meanwhile. A group that no longer exists is empty.
+func (g *Group) KillWait(ctx context.Context) error {
+	for {
+		if err := g.Kill(); err != nil {
+			if IsGone(err) {
+				return nil
+			}
+			return err
+		}
+		step, cancel := context.WithTimeout(ctx, killRecheck)
+		err := g.waitEvents(step, func(e Events) bool { return !e.Populated })
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENODEV):
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("killing cgroup %s: waiting for it to be empty: %w", g.Path, ctx.Err())
+		case !errors.Is(err, context.DeadlineExceeded):
+			return fmt.Errorf("killing cgroup %s: waiting for it to be empty: %w", g.Path, err)
+		}
+	}
+}
+
+// killListed SIGKILLs each thread group that has a process or a thread in
+// the subtree. The harness itself and pid 1 are never signalled.
+func (g *Group) killListed() error {
+	procs, perr := g.Procs()
+	threads, terr := g.Threads()
+	if perr != nil && terr != nil {
+		return errors.Join(perr, terr)
+	}
+	groups := map[int]bool{}
+	for _, pid := range procs {
+		groups[pid] = true
+	}
+	for _, tid := range threads {
+		if tgid := Tgid(tid); tgid > 0 {
+			groups[tgid] = true
+		}
+	}
+	var errs []error
+	for pid := range groups {
+		if err := g.killIn(pid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killIn sends SIGKILL to the thread group pid if it is in g. The pidfd is
+// opened before the check, so the process checked is the one signalled: if
+// it died in between, the send fails with ESRCH instead of reaching whoever
+// got its pid.
+func (g *Group) killIn(pid int) error {
+	if pid <= 1 || pid == os.Getpid() {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	switch err {
+	case nil:
+		defer unix.Close(fd)
+	case unix.ESRCH:
+		return nil
+	case unix.ENOSYS, unix.EPERM:
+		fd = -1
+	default:
+		return fmt.Errorf("killing cgroup %s: pidfd_open(%d): %w", g.Path, pid, err)
+	}
+	if in, err := g.Contains(pid); err != nil || !in {
+		return err
+	}
+	if fd < 0 {
+		err = unix.Kill(pid, unix.SIGKILL)
+	} else {
+		err = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	}
+	if err != nil && err != unix.ESRCH {
+		return fmt.Errorf("killing cgroup %s: SIGKILL to %d: %w", g.Path, pid, err)
+	}
+	return nil
+}
+
+// Tgid returns the thread-group id (the process) of thread tid, from
+// /proc/TID/status, or 0 when tid no longer exists.
+func Tgid(tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil {
+				return 0
+			}
+			return n
+		}
+	}
+	return 0
+}
 
 // Freeze freezes the whole subtree (cgroup.freeze) and waits, bounded by
 // ctx, until cgroup.events says "frozen 1": every task in it is stopped,

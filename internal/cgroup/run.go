@@ -160,10 +160,7 @@ func SweepStale(ctx context.Context, info Info) (swept []*Run, procs [][]int, er
 			if err := r.Thaw(ctx); err != nil {
 				errs = append(errs, err)
 			}
-			if err := r.Kill(); err != nil {
-				errs = append(errs, err)
-			}
-			if err := r.WaitEmpty(ctx); err != nil {
+			if err := r.KillWait(ctx); err != nil {
 				errs = append(errs, err)
 				continue
 			}

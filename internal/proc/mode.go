@@ -174,10 +174,12 @@ func describeLeftover(st procStat, found, cg string) Leftover {
 // KillLeftovers kills everything Leftovers finds, waits (bounded by ctx)
 // until it is gone and reaped, and removes the run's empty cgroup leaves. It
 // returns what it found. The run's cgroup tree is killed as a whole
-// (cgroup.kill), which also reaches processes forked during the kill and
-// frozen ones; processes found by marker are thawed (SIGCONT) and killed one
-// by one, each only if it still carries the marker. It kills running
-// instances too: call it at cleanup, after the run's own stop logic.
+// (cgroup.Group.KillWait: cgroup.kill, then each thread group it lists,
+// until it is empty), which also reaches processes forked during the kill,
+// frozen ones and ones whose main thread has exited; processes found by
+// marker are thawed (SIGCONT) and killed one by one, each only if it still
+// carries the marker. It kills running instances too: call it at cleanup,
+// after the run's own stop logic.
 func (s *Supervisor) KillLeftovers(ctx context.Context) ([]Leftover, error) {
 	left, err := s.Leftovers()
 	var errs []error
@@ -198,7 +200,9 @@ func (s *Supervisor) KillLeftovers(ctx context.Context) ([]Leftover, error) {
 		}
 	}
 	if run != nil {
-		if err := run.WaitEmpty(ctx); err != nil {
+		// Killed again until empty: one pass can miss a process that
+		// forked from a thread while it was being killed.
+		if err := run.KillWait(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("proc: %w", err))
 		}
 	}

@@ -255,6 +255,10 @@ type Process struct {
 	// they carry no marker a walk could find them by.
 	killedMu sync.Mutex
 	killed   []int
+	// cgKilled is set once a SIGKILL went to the leaf (cgroup mode), so
+	// WaitGone kills again whatever a first pass missed instead of only
+	// waiting for it.
+	cgKilled atomic.Bool
 }
 
 // wait is the event-driven exit watcher: it sleeps in the runtime's poller
@@ -325,10 +329,14 @@ func (p *Process) hasExited() bool {
 }
 
 // Kill sends SIGKILL to the whole instance and does not wait. In cgroup
-// mode it writes cgroup.kill, which reaches every process in the leaf,
-// including ones forked during the kill, setsid'd ones and ones that cleared
-// their environment. Otherwise it is Signal(SIGKILL). It returns
-// os.ErrProcessDone when nothing of the instance was left.
+// mode it kills the leaf (cgroup.Group.Kill: cgroup.kill, which reaches
+// every process in the leaf, including ones forked during the kill,
+// setsid'd ones and ones that cleared their environment, then a SIGKILL to
+// each thread group the leaf lists, which reaches a process whose main
+// thread has exited, which cgroup.kill misses); WaitGone then kills again
+// whatever is left until the leaf is empty. Otherwise it is
+// Signal(SIGKILL). It returns os.ErrProcessDone when nothing of the
+// instance was left.
 func (p *Process) Kill() error {
 	if p.cg != nil {
 		return p.killCgroup()
@@ -347,6 +355,7 @@ func (p *Process) killCgroup() error {
 	if !ev.Populated {
 		return os.ErrProcessDone
 	}
+	p.cgKilled.Store(true)
 	if err := p.cg.Kill(); err != nil {
 		if cgroup.IsGone(err) {
 			return os.ErrProcessDone
@@ -813,13 +822,15 @@ func (p *Process) Terminate(grace time.Duration) error {
 //
 //   - in cgroup mode, the leaf is empty (cgroup.events "populated 0", waited
 //     for without polling) and every zombie that was in it has been reaped;
-//     the leaf is then removed;
+//     the leaf is then removed. After Kill, whatever is still in the leaf is
+//     killed again while it waits (cgroup.Group.KillWait);
 //   - in process-group mode, Members is empty and each member it listed on
 //     the way, and each zombie left in the instance's process group, has been
 //     reaped. A descendant that left the group and cleared its environment
 //     cannot be attributed to the instance here, and is not waited for.
 //
-// It does not signal anything: Kill or Terminate first.
+// It does not signal anything but what a Kill already began: Kill or
+// Terminate first.
 func (p *Process) WaitGone(ctx context.Context) error {
 	fail := func(err error) error {
 		return fmt.Errorf("proc: waiting for instance %d to be gone: %w", p.Pid, err)
@@ -830,7 +841,11 @@ func (p *Process) WaitGone(ctx context.Context) error {
 		return fail(ctx.Err())
 	}
 	if p.cg != nil {
-		if err := p.cg.WaitEmpty(ctx); err != nil {
+		empty := p.cg.WaitEmpty
+		if p.cgKilled.Load() {
+			empty = p.cg.KillWait
+		}
+		if err := empty(ctx); err != nil {
 			return fail(err)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
@@ -212,6 +213,12 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 	if err := netfault.Cleanup(ctx, "", runID, dryRun, found); err != nil {
 		errs = append(errs, "network rules: "+err.Error())
 	}
+	// Resource faults next, while their processes live: limits written
+	// back, groups released, stress helpers killed, filler files removed
+	// (the journal fault.CleanupResources reads).
+	if err := fault.CleanupResources(ctx, "", runID, dryRun, found); err != nil {
+		errs = append(errs, "resource faults: "+err.Error())
+	}
 	if err := cleanupCgroups(ctx, runID, dryRun, found); err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -244,8 +251,9 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 // cleanupCgroups kills and removes the cgroup trees of runID, or, without
 // one, of every run whose harness is gone (cgroup.SweepStale). A tree whose
 // harness still runs is left alone unless runID names it. A run's tree is
-// killed as one: cgroup.kill reaches every process in it, whatever it did
-// to its session or environment, frozen ones and ones forked meanwhile.
+// killed as one, until it is empty (cgroup.Group.KillWait): that reaches
+// every process in it, whatever it did to its session or environment,
+// frozen ones, ones forked meanwhile and ones whose main thread has exited.
 func cleanupCgroups(ctx context.Context, runID string, dryRun bool, found func(string)) error {
 	info := cgroup.Detect()
 	if !info.Usable {
@@ -298,11 +306,7 @@ func cleanupCgroups(ctx context.Context, runID string, dryRun bool, found func(s
 		if err := r.Thaw(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		if err := r.Kill(); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := r.WaitEmpty(ctx); err != nil {
+		if err := r.KillWait(ctx); err != nil {
 			errs = append(errs, err)
 			continue
 		}
