@@ -1,0 +1,276 @@
+// Package elle checks transactional histories the way Jepsen's Elle does
+// (github.com/jepsen-io/elle): from list-append or read-write-register
+// transactions it infers the write-write, write-read and read-write
+// dependencies between transactions, adds process and real-time order
+// where the consistency models asked for need them, finds the cycles
+// (Tarjan's strongly connected components, then the shortest cycle of each
+// kind by breadth-first search) and names them as Adya's anomalies (G0,
+// G1c, G-single, G-nonadjacent, G2-item and their -process and -realtime
+// variants), beside the anomalies seen without a cycle (G1a, G1b, internal,
+// duplicate elements, incompatible orders, lost and dirty updates). Which
+// anomalies fail the check depends on the consistency models named, as in
+// Elle's consistency-model graph.
+package elle
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/chaos-harness/chaos/internal/history"
+)
+
+// Checker kinds.
+const (
+	ListAppend = "list-append"
+	RWRegister = "rw-register"
+)
+
+// Mop is one micro-operation of a transaction: [f, key, value].
+type Mop struct {
+	F   string
+	Key string
+	// Value is the written or appended value, or a register read's value
+	// ("null" for nil), canonical (history.Key).
+	Value string
+	// List is a list-append read's elements; Nil marks a read with no
+	// value (an invocation's, or an info's).
+	List []string
+	Nil  bool
+}
+
+func (m Mop) String() string {
+	switch {
+	case m.F == "r" && m.Nil:
+		return fmt.Sprintf("r %s nil", m.Key)
+	case m.F == "r" && m.List != nil:
+		return fmt.Sprintf("r %s [%s]", m.Key, strings.Join(m.List, " "))
+	}
+	return fmt.Sprintf("%s %s %s", m.F, m.Key, m.Value)
+}
+
+// Txn is one transaction of the history.
+type Txn struct {
+	// Op is the history's operation (its completion decides Type).
+	Op   *history.Op
+	Type string
+	Mops []Mop
+}
+
+// Name is how a witness names the transaction: process, line and time.
+func (t *Txn) Name() string {
+	return fmt.Sprintf("%s (line %d, t=%.3f)", t.Op.PID(), t.Op.Line, t.Op.Start)
+}
+
+// Text is the transaction's micro-operations, as completed.
+func (t *Txn) Text() string {
+	parts := make([]string, len(t.Mops))
+	for i, m := range t.Mops {
+		parts[i] = "[" + m.String() + "]"
+	}
+	return t.Type + " " + strings.Join(parts, " ")
+}
+
+// parseTxns reads the history's txn operations; anything else, or a
+// malformed transaction, is the client's problem: left out and named.
+func parseTxns(h *history.History, kind string) (txns []Txn, problems []string) {
+	for i := range h.Ops {
+		o := &h.Ops[i]
+		if o.F != "txn" {
+			problems = append(problems, fmt.Sprintf("%s: f %q is not txn", o.Ref(), o.F))
+			continue
+		}
+		raw := o.InvokeValue
+		if o.Type == history.OK {
+			raw = o.Value
+		}
+		mops, err := parseMops(raw, kind, o.Type == history.OK)
+		if err != "" {
+			problems = append(problems, fmt.Sprintf("%s: %s", o.Ref(), err))
+			continue
+		}
+		txns = append(txns, Txn{Op: o, Type: o.Type, Mops: mops})
+	}
+	return txns, problems
+}
+
+func parseMops(raw json.RawMessage, kind string, ok bool) ([]Mop, string) {
+	l, isList := history.List(raw)
+	if !isList {
+		return nil, "the value is not a list of micro-operations [f, key, value]"
+	}
+	var out []Mop
+	for _, e := range l {
+		m, isList := history.List(e)
+		if !isList || len(m) != 3 {
+			return nil, fmt.Sprintf("micro-operation %s is not [f, key, value]", clip(string(e)))
+		}
+		var f string
+		if json.Unmarshal(m[0], &f) != nil {
+			return nil, fmt.Sprintf("micro-operation %s: f is not a string", clip(string(e)))
+		}
+		mop := Mop{F: f, Key: history.Key(m[1])}
+		null := len(strings.TrimSpace(string(m[2]))) == 0 || strings.TrimSpace(string(m[2])) == "null"
+		switch {
+		case kind == ListAppend && f == "append":
+			mop.Value = history.Key(m[2])
+		case kind == ListAppend && f == "r":
+			if !ok {
+				mop.Nil = true
+				break
+			}
+			if null {
+				// An ok read of nil is the empty list, as Elle reads it.
+				mop.List = []string{}
+				break
+			}
+			vs, isList := history.List(m[2])
+			if !isList {
+				return nil, fmt.Sprintf("read %s: the value is not a list", clip(string(e)))
+			}
+			mop.List = make([]string, len(vs))
+			for i, v := range vs {
+				mop.List[i] = history.Key(v)
+			}
+		case kind == RWRegister && f == "w":
+			mop.Value = history.Key(m[2])
+		case kind == RWRegister && f == "r":
+			mop.Value = history.Key(m[2])
+			mop.Nil = !ok
+		default:
+			want := "append or r"
+			if kind == RWRegister {
+				want = "w or r"
+			}
+			return nil, fmt.Sprintf("micro-operation %s: unknown f %q, want %s", clip(string(e)), f, want)
+		}
+		out = append(out, mop)
+	}
+	return out, ""
+}
+
+func clip(s string) string {
+	if len(s) > 60 {
+		return s[:60] + "…"
+	}
+	return s
+}
+
+// Anomaly is one instance of an anomaly.
+type Anomaly struct {
+	Type string
+	// Txns are the transactions involved (indices into the checked list),
+	// in the cycle's order for a cycle (the first is not repeated).
+	Txns []int
+	// Steps are a cycle's edges, each labelled (cycles only).
+	Steps []Step
+	// Text says what happened, for people.
+	Text string
+}
+
+// addEdgesOfOrder adds process edges (each ok transaction of a process to
+// its next ok one) and real-time edges (an ok transaction to every one
+// invoked after it completed, transitively reduced as Elle does: only
+// from the completions no later completion has already followed).
+func addOrderEdges(g *graph, txns []Txn, process, realtime bool) {
+	if process {
+		last := map[string]int{}
+		idx := make([]int, len(txns))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return txns[idx[a]].Op.Start < txns[idx[b]].Op.Start })
+		for _, i := range idx {
+			if txns[i].Type != history.OK {
+				continue
+			}
+			p := txns[i].Op.PID()
+			if j, ok := last[p]; ok {
+				g.link(j, i, Process, Why{})
+			}
+			last[p] = i
+		}
+	}
+	if realtime {
+		type ev struct {
+			t      float64
+			invoke bool
+			i      int
+		}
+		evs := make([]ev, 0, 2*len(txns))
+		for i, t := range txns {
+			evs = append(evs, ev{t.Op.Start, true, i})
+			if t.Type == history.OK {
+				evs = append(evs, ev{t.Op.End, false, i})
+			}
+		}
+		// At equal times the invocation comes first: no order is claimed
+		// between operations the clock cannot tell apart.
+		sort.SliceStable(evs, func(a, b int) bool {
+			if evs[a].t != evs[b].t {
+				return evs[a].t < evs[b].t
+			}
+			return evs[a].invoke && !evs[b].invoke
+		})
+		buf := map[int]bool{}
+		preds := map[int][]int{}
+		for _, e := range evs {
+			if e.invoke {
+				for j := range buf {
+					g.link(j, e.i, Realtime, Why{})
+					preds[e.i] = append(preds[e.i], j)
+				}
+				continue
+			}
+			for _, j := range preds[e.i] {
+				delete(buf, j)
+			}
+			delete(preds, e.i)
+			buf[e.i] = true
+		}
+	}
+}
+
+// lostUpdates finds ok transactions that read the same value of a key and
+// then both wrote it (Elle's lost-update-cases).
+func lostUpdates(txns []Txn, write string, readValue func(Mop) string) []Anomaly {
+	type kv struct{ k, v string }
+	groups := map[kv][]int{}
+	var order []kv
+	for i, t := range txns {
+		if t.Type != history.OK {
+			continue
+		}
+		reads := map[string]string{}
+		wrote := map[string]bool{}
+		for _, m := range t.Mops {
+			if m.F == write {
+				if wrote[m.Key] {
+					continue
+				}
+				rv, read := reads[m.Key]
+				if !read {
+					continue
+				}
+				wrote[m.Key] = true
+				g := kv{m.Key, rv}
+				if len(groups[g]) == 0 {
+					order = append(order, g)
+				}
+				groups[g] = append(groups[g], i)
+				continue
+			}
+			if _, read := reads[m.Key]; !read {
+				reads[m.Key] = readValue(m)
+			}
+		}
+	}
+	var out []Anomaly
+	for _, g := range order {
+		if ts := groups[g]; len(ts) > 1 {
+			out = append(out, Anomaly{Type: "lost-update", Txns: ts, Text: fmt.Sprintf("%d transactions read key %s = %s and each then wrote it", len(ts), g.k, g.v)})
+		}
+	}
+	return out
+}
