@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/netfault"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 // The network faults act on a handle's network namespace from the host
@@ -53,8 +56,16 @@ func applyNetwork(ctx context.Context, env Env, op Op, h backend.Handle) error {
 // member i sends must not reach member j. Each member's namespace gets one
 // rule: drop what it sends to those it must not reach, and what it gets
 // from those who must not reach it (each cut is enforced at both ends).
-// All members' rules are applied, then held as one; if one cannot be
-// applied, those that were are removed and the partition fails.
+//
+// Every member is cut at the same moment: all rules are prepared first
+// (namespaces found and checked, rules journaled, nft started in each
+// namespace with its rules), then committed together, one goroutine per
+// member released at once, and the hold is timed from the last member's
+// rule taking effect. The heal is made the same way. If a rule cannot be
+// prepared or applied, those that were are removed and the partition
+// fails. The timeline has network.applied and network.removed per member
+// with the moment of each edge (at), and network.partition with the
+// spread of each edge across the members.
 func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cut func(i, j int) bool) error {
 	if op.Net == nil {
 		return errors.New("partition: this run applies no network faults")
@@ -71,13 +82,11 @@ func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cu
 		}
 		targets[i] = t
 	}
-	var rules []*netfault.Rule
-	undo := func(ctx context.Context) error {
-		var errs []error
-		for _, r := range rules {
-			errs = append(errs, op.Net.Remove(ctx, r))
+	var pending []*netfault.Pending
+	abort := func() {
+		for _, p := range pending {
+			p.Abort()
 		}
-		return errors.Join(errs...)
 	}
 	for i, t := range targets {
 		s := netfault.Spec{Fault: netfault.Partition}
@@ -95,13 +104,92 @@ func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cu
 		if len(s.DropTo)+len(s.DropFrom) == 0 {
 			continue
 		}
-		r, err := op.Net.Apply(bg, t, s, netfault.Op{Operation: op.Operation, Run: op.Run})
+		p, err := op.Net.Prepare(bg, t, s, netfault.Op{Operation: op.Operation, Run: op.Run})
 		if err != nil {
-			return errors.Join(err, undo(bg))
+			abort()
+			return err
 		}
-		rules = append(rules, r)
+		pending = append(pending, p)
+	}
+	var rules []*netfault.Rule
+	errs := commitAll(bg, pending)
+	for i, p := range pending {
+		if errs[i] == nil {
+			rules = append(rules, p.Rule())
+		}
+	}
+	undo := func(ctx context.Context) error {
+		var ps []*netfault.Pending
+		var errs []error
+		for _, r := range rules {
+			p, err := op.Net.PrepareRemove(ctx, r)
+			if err != nil {
+				// Removed on its own, later than the others.
+				errs = append(errs, op.Net.Remove(ctx, r))
+				continue
+			}
+			ps = append(ps, p)
+		}
+		errs = append(errs, commitAll(ctx, ps)...)
+		recordSpread(env, op, "off", rules, func(r *netfault.Rule) time.Time { return r.Removed })
+		return errors.Join(errs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return errors.Join(err, undo(bg))
+	}
+	on := recordSpread(env, op, "on", rules, func(r *netfault.Rule) time.Time { return r.Applied })
+	// The hold runs from the last member's cut, not from when this
+	// goroutine got round to it.
+	if op.Duration > 0 && len(rules) > 0 {
+		op.Duration = max(op.Duration-time.Since(on), time.Nanosecond)
 	}
 	return hold(ctx, env, op, undo)
+}
+
+// commitAll commits every pending change at once: one goroutine each,
+// all released together.
+func commitAll(ctx context.Context, ps []*netfault.Pending) []error {
+	errs := make([]error, len(ps))
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	for i, p := range ps {
+		ready.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			errs[i] = p.Commit(ctx)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return errs
+}
+
+// recordSpread records network.partition for one edge (on, off): when the
+// last member's rule changed and how far apart the members' changes were.
+// It returns the last.
+func recordSpread(env Env, op Op, edge string, rules []*netfault.Rule, at func(*netfault.Rule) time.Time) time.Time {
+	var first, last time.Time
+	for _, r := range rules {
+		t := at(r)
+		if t.IsZero() {
+			continue
+		}
+		if first.IsZero() || t.Before(first) {
+			first = t
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	if len(rules) > 0 && !last.IsZero() {
+		env.Record("network.partition", rundir.F("operation", op.Operation), rundir.F("run", op.Run), rundir.F("edge", edge), rundir.F("members", len(rules)),
+			rundir.F("at", last.UTC().Format(time.RFC3339Nano)), rundir.F("spread_ms", float64(last.Sub(first).Microseconds())/1000))
+	}
+	return last
 }
 
 // Layout is a partition's members split as its shape says.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -130,49 +132,12 @@ func (m *Manager) Used() bool {
 // holds t's addresses, writes the rule to the journal, applies it, reads
 // back what the kernel made of it and records network.applied.
 func (m *Manager) Apply(ctx context.Context, t Target, s Spec, op Op) (*Rule, error) {
-	ns, err := Open(t.NS)
+	r, useNetem, err := m.newRule(ctx, t, s, op)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", t.Name, err)
-	}
-	if host, err := Host(); err == nil {
-		same := host.Key() == ns.Key()
-		host.Close()
-		if same {
-			ns.Close()
-			return nil, fmt.Errorf("%s (%s) is in the harness's own network namespace, which the harness never changes", t.Name, t.What)
-		}
-	}
-	if err := checkAddrs(ctx, ns, t); err != nil {
-		ns.Close()
 		return nil, err
 	}
-	devs, err := ns.Links(ctx)
-	if err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("%s: %w", t.Name, err)
-	}
-	m.mu.Lock()
-	m.seq++
-	r := &Rule{ID: m.seq, Op: op, Spec: s, Target: t, Devs: devs, ns: ns}
-	useNetem := m.netem >= 0 && !m.cfg.NoNetem
-	m.mu.Unlock()
-	switch s.Fault {
-	case Loss, Reset, Blackhole, Partition:
-		r.Mechanism, r.Table = MechNft, fmt.Sprintf("chaos_%s_%d", m.tag, r.ID)
-	case Bandwidth:
-		r.Mechanism = MechTbf
-	case Latency:
+	if !useNetem && r.Mechanism == MechNetem {
 		r.Mechanism = MechQueue
-		if useNetem {
-			r.Mechanism = MechNetem
-		}
-	default:
-		ns.Close()
-		return nil, fmt.Errorf("%s is not a network fault", s.Fault)
-	}
-	if len(devs) == 0 && (r.Mechanism == MechTbf || r.Mechanism == MechNetem) {
-		ns.Close()
-		return nil, fmt.Errorf("%s: its network namespace has no device but loopback", t.Name)
 	}
 	err = m.apply(ctx, r)
 	if errors.Is(err, errNoNetem) {
@@ -187,10 +152,67 @@ func (m *Manager) Apply(ctx context.Context, t Target, s Spec, op Op) (*Rule, er
 		m.mu.Unlock()
 	}
 	if err != nil {
-		ns.Close()
+		r.ns.Close()
 		return nil, fmt.Errorf("%s on %s (%s): %w", s.Fault, t.Name, t.What, err)
 	}
 	r.Applied = time.Now()
+	m.applied(ctx, r)
+	return r, nil
+}
+
+// newRule opens t's namespace, checks it is t's and not the harness's, and
+// numbers the rule and chooses its mechanism (netem, where latency may
+// use it).
+func (m *Manager) newRule(ctx context.Context, t Target, s Spec, op Op) (*Rule, bool, error) {
+	ns, err := Open(t.NS)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	if host, err := Host(); err == nil {
+		same := host.Key() == ns.Key()
+		host.Close()
+		if same {
+			ns.Close()
+			return nil, false, fmt.Errorf("%s (%s) is in the harness's own network namespace, which the harness never changes", t.Name, t.What)
+		}
+	}
+	if err := checkAddrs(ctx, ns, t); err != nil {
+		ns.Close()
+		return nil, false, err
+	}
+	devs, err := ns.Links(ctx)
+	if err != nil {
+		ns.Close()
+		return nil, false, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	m.mu.Lock()
+	m.seq++
+	r := &Rule{ID: m.seq, Op: op, Spec: s, Target: t, Devs: devs, ns: ns}
+	useNetem := m.netem >= 0 && !m.cfg.NoNetem
+	m.mu.Unlock()
+	switch s.Fault {
+	case Loss, Reset, Blackhole, Partition:
+		r.Mechanism, r.Table = MechNft, fmt.Sprintf("chaos_%s_%d", m.tag, r.ID)
+	case Bandwidth:
+		r.Mechanism = MechTbf
+	case Latency:
+		r.Mechanism = MechNetem
+	default:
+		ns.Close()
+		return nil, false, fmt.Errorf("%s is not a network fault", s.Fault)
+	}
+	if len(devs) == 0 && (r.Mechanism == MechTbf || (r.Mechanism == MechNetem && useNetem)) {
+		ns.Close()
+		return nil, false, fmt.Errorf("%s: its network namespace has no device but loopback", t.Name)
+	}
+	return r, useNetem, nil
+}
+
+// applied reads back what the kernel made of r, keeps r and records
+// network.applied, with the moment it took effect (at).
+func (m *Manager) applied(ctx context.Context, r *Rule) {
+	t, s, op, ns := r.Target, r.Spec, r.Op, r.ns
+	var err error
 	r.Kernel, err = report(ctx, ns, r.Mechanism, r.Table, r.Devs)
 	if err != nil {
 		r.Kernel = "(could not be read: " + err.Error() + ")"
@@ -217,9 +239,131 @@ func (m *Manager) Apply(ctx context.Context, t Target, s Spec, op Op) (*Rule, er
 	if s.Fault == Reset {
 		fields = append(fields, rundir.F("connections_aborted", r.aborted))
 	}
-	fields = append(fields, rundir.F("kernel", strings.TrimSpace(r.Kernel)))
+	fields = append(fields, rundir.F("at", r.Applied.UTC().Format(time.RFC3339Nano)), rundir.F("kernel", strings.TrimSpace(r.Kernel)))
 	m.cfg.Record("network.applied", fields...)
-	return r, nil
+}
+
+// Pending is a change to one namespace made ready to happen at a moment
+// of the caller's choosing: the rule's table is in the namespace, dormant,
+// and a netlink socket is open there, so Commit is one message the kernel
+// acts on at once. A partition prepares every member's change, then
+// commits them all together.
+type Pending struct {
+	m      *Manager
+	r      *Rule
+	sw     *tableSwitch
+	remove bool
+}
+
+// Prepare makes the rule of an nftables fault (a partition, loss, reset,
+// blackhole) ready to apply: checked, numbered and journaled as Apply
+// does, its table made, dormant.
+func (m *Manager) Prepare(ctx context.Context, t Target, s Spec, op Op) (*Pending, error) {
+	r, _, err := m.newRule(ctx, t, s, op)
+	if err != nil {
+		return nil, err
+	}
+	if r.Mechanism != MechNft {
+		r.ns.Close()
+		return nil, fmt.Errorf("%s cannot be prepared, only applied", s.Fault)
+	}
+	fail := func(err error) (*Pending, error) {
+		m.journalRemoved(r, "not applied: "+err.Error())
+		_, _ = r.ns.Run(ctx, "", "nft", "delete", "table", "inet", r.Table)
+		r.ns.Close()
+		return nil, fmt.Errorf("%s on %s (%s): %w", s.Fault, t.Name, t.What, err)
+	}
+	text, err := nftRules(r.Table, s, true)
+	if err == nil {
+		err = m.journalApply(r)
+	}
+	if err != nil {
+		r.ns.Close()
+		return nil, fmt.Errorf("%s on %s (%s): %w", s.Fault, t.Name, t.What, err)
+	}
+	if _, err := r.ns.Run(ctx, text, "nft", "-f", "-"); err != nil {
+		return fail(err)
+	}
+	sw, err := openSwitch(r.ns, r.Table)
+	if err != nil {
+		return fail(err)
+	}
+	return &Pending{m: m, r: r, sw: sw}, nil
+}
+
+// PrepareRemove makes the removal of r (an nftables rule) ready.
+func (m *Manager) PrepareRemove(ctx context.Context, r *Rule) (*Pending, error) {
+	if r.Mechanism != MechNft {
+		return nil, fmt.Errorf("rule %d (%s) cannot be prepared for removal, only removed", r.ID, r.Mechanism)
+	}
+	sw, err := openSwitch(r.ns, r.Table)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	done := r.removed
+	r.removed = true
+	m.mu.Unlock()
+	if done {
+		sw.Close()
+		return &Pending{m: m, r: r, remove: true}, nil // nothing to do
+	}
+	return &Pending{m: m, r: r, sw: sw, remove: true}, nil
+}
+
+// Rule is the rule the change applies or removes.
+func (p *Pending) Rule() *Rule { return p.r }
+
+// Commit makes the change, and returns once it is in effect (the moment
+// is the rule's Applied or Removed); then it records it as Apply and
+// Remove do. A removal puts the table to sleep, which is the moment, and
+// then deletes it.
+func (p *Pending) Commit(ctx context.Context) error {
+	r, m := p.r, p.m
+	if p.sw == nil {
+		return nil
+	}
+	if p.remove {
+		at, err := p.sw.set(false)
+		p.sw.Close()
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return m.removed(r, at, err)
+		}
+		return m.removed(r, at, remove(ctx, r.ns, r.Mechanism, r.Table, nil, false))
+	}
+	at, err := p.sw.set(true)
+	r.Applied = at
+	p.sw.Close()
+	if err != nil {
+		m.journalRemoved(r, "not applied: "+err.Error())
+		_, _ = r.ns.Run(ctx, "", "nft", "delete", "table", "inet", r.Table)
+		r.ns.Close()
+		return fmt.Errorf("%s on %s (%s): %w", r.Spec.Fault, r.Target.Name, r.Target.What, err)
+	}
+	if r.Spec.Fault == Reset {
+		out, _ := r.ns.Run(ctx, "", "ss", "-K", "-t", "-n", "state", "established", "not dst 127.0.0.0/8 and not dst [::1]")
+		r.aborted = max(0, len(strings.Split(strings.TrimSpace(out), "\n"))-1)
+	}
+	m.applied(ctx, r)
+	return nil
+}
+
+// Abort gives up a change that was prepared and not committed: a dormant
+// table is deleted, a rule to remove stays.
+func (p *Pending) Abort() {
+	if p.sw == nil {
+		return
+	}
+	p.sw.Close()
+	if p.remove {
+		p.m.mu.Lock()
+		p.r.removed = false
+		p.m.mu.Unlock()
+		return
+	}
+	_, _ = p.r.ns.Run(context.Background(), "", "nft", "delete", "table", "inet", p.r.Table)
+	p.m.journalRemoved(p.r, "not applied: aborted")
+	p.r.ns.Close()
 }
 
 // apply journals r, then makes it.
@@ -239,7 +383,7 @@ func (m *Manager) apply(ctx context.Context, r *Rule) error {
 	switch r.Mechanism {
 	case MechNft:
 		var text string
-		if text, err = nftRules(r.Table, r.Spec); err == nil {
+		if text, err = nftRules(r.Table, r.Spec, false); err == nil {
 			_, err = r.ns.Run(ctx, text, "nft", "-f", "-")
 		}
 		if err == nil && r.Spec.Fault == Reset {
@@ -292,8 +436,18 @@ func (m *Manager) Remove(ctx context.Context, r *Rule) error {
 	if r.q != nil {
 		err = errors.Join(err, r.q.Close())
 	}
-	r.Removed = time.Now()
-	fields := []rundir.Field{rundir.F("operation", r.Op.Operation), rundir.F("run", r.Op.Run), rundir.F("uses", r.Spec.Fault), rundir.F("target", r.Target.Name), rundir.F("rule", r.ID)}
+	return m.removed(r, time.Now(), err)
+}
+
+// removed notes that r was taken out (or could not be, err), and records
+// network.removed with the moment (at).
+func (m *Manager) removed(r *Rule, at time.Time, err error) error {
+	m.mu.Lock()
+	r.removed = true
+	m.mu.Unlock()
+	r.Removed = at
+	fields := []rundir.Field{rundir.F("operation", r.Op.Operation), rundir.F("run", r.Op.Run), rundir.F("uses", r.Spec.Fault), rundir.F("target", r.Target.Name), rundir.F("rule", r.ID),
+		rundir.F("at", r.Removed.UTC().Format(time.RFC3339Nano))}
 	if r.q != nil {
 		fields = append(fields, rundir.F("packets_delayed", r.q.Count()))
 	}

@@ -51,7 +51,7 @@ func Preflight(ctx context.Context, faults []string) (bool, string) {
 	defer ns.Close()
 	var lines []string
 	if uses(Loss, Reset, Blackhole, Partition) {
-		text, _ := nftRules("chaos_preflight", Spec{Fault: Reset})
+		text, _ := nftRules("chaos_preflight", Spec{Fault: Reset}, uses(Partition))
 		if _, err := ns.Run(ctx, text, "nft", "-f", "-"); err != nil {
 			return false, "nftables does not take the rules: " + err.Error()
 		}

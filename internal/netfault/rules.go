@@ -94,8 +94,9 @@ func addrStrings(as []netip.Addr) []string {
 	return out
 }
 
-// nftRules is the nftables table of a loss, reset, blackhole or partition.
-func nftRules(table string, s Spec) (string, error) {
+// nftRules is the nftables table of a loss, reset, blackhole or partition;
+// dormant, its chains are not hooked until the table is woken.
+func nftRules(table string, s Spec, dormant bool) (string, error) {
 	var in, out []string
 	switch s.Fault {
 	case Loss:
@@ -124,6 +125,9 @@ func nftRules(table string, s Spec) (string, error) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s {\n", table)
+	if dormant {
+		b.WriteString("\tflags dormant\n")
+	}
 	if len(in) > 0 {
 		b.WriteString("\tchain in {\n\t\ttype filter hook input priority filter - 5; policy accept;\n\t\tiifname \"lo\" accept\n")
 		for _, r := range in {
