@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes"
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/envvar"
@@ -54,9 +56,18 @@ const DefaultRunnerImageHint = DefaultRunnerImage + ", as scripts/k8s/chaos-imag
 
 // Labels on what the kubernetes runner makes.
 const (
-	LabelCampaign    = "chaos.campaign"
+	LabelCampaign    = kubernetes.LabelCampaign
 	LabelCampaignRun = "chaos.campaign-run"
 )
+
+// ownerAnnotations name the harness on everything the runner makes, so
+// that chaos cleanup with no argument can tell a campaign whose harness
+// was killed from one that still runs.
+func ownerAnnotations() map[string]string {
+	o := backend.CurrentOwner()
+	return map[string]string{kubernetes.AnnotationPid: strconv.Itoa(o.Pid), kubernetes.AnnotationPidStart: o.PidStart,
+		kubernetes.AnnotationPidNS: o.PidNS, kubernetes.AnnotationHost: o.Host}
+}
 
 // KubeOptions configure the kubernetes runner.
 type KubeOptions struct {
@@ -85,6 +96,7 @@ type Kube struct {
 	ns      string
 	ownNS   bool
 	id      string // the campaign id, as a label value
+	owner   map[string]string
 	cmName  string
 	timeout time.Duration
 }
@@ -137,10 +149,11 @@ func (k *Kube) prepare(ctx context.Context, dir string) error {
 	k.once.Do(func() {
 		k.id = strings.ToLower(filepath.Base(dir))
 		labels := map[string]string{LabelCampaign: k.id}
+		k.owner = ownerAnnotations()
 		k.ns = k.o.Namespace
 		if k.ns == "" {
 			k.ns = "chaos-campaign-" + k.id
-			_, err := k.cs.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns, Labels: labels}}, metav1.CreateOptions{})
+			_, err := k.cs.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns, Labels: labels, Annotations: k.owner}}, metav1.CreateOptions{})
 			if err != nil {
 				k.setup = fmt.Errorf("creating namespace %s: %w", k.ns, err)
 				return
@@ -152,7 +165,7 @@ func (k *Kube) prepare(ctx context.Context, dir string) error {
 		if !k.o.Config.Adapter.Builtin {
 			data["adapter.yaml"] = string(k.o.Config.Adapter.Raw)
 		}
-		_, err := k.cs.ConfigMaps(k.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.cmName, Labels: labels}, Data: data}, metav1.CreateOptions{})
+		_, err := k.cs.ConfigMaps(k.ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: k.cmName, Labels: labels, Annotations: k.owner}, Data: data}, metav1.CreateOptions{})
 		if err != nil {
 			k.setup = fmt.Errorf("creating ConfigMap %s/%s: %w", k.ns, k.cmName, err)
 		}
@@ -204,7 +217,7 @@ func (k *Kube) job(index int, seed uint64) *batchv1.Job {
 	deadline := int64((k.timeout + 30*time.Minute).Seconds())
 	grace := int64(120)
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: k.owner},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          &zero,
 			ActiveDeadlineSeconds: &deadline,

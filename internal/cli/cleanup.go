@@ -24,9 +24,11 @@ func newCleanupCmd(s *streams) *cobra.Command {
 		Short: "Remove what interrupted runs left behind",
 		Long: `Find and remove what a run that was itself killed (SIGKILL, a crash, a lost
 machine) left behind: processes that carry its CHAOS_RUN_ID marker and, on
-backends that label what they create, its containers.
+backends that label what they create, its containers, and on Kubernetes its
+namespace, pods, ConfigMaps and controllers and a campaign's Jobs.
 
-With RUN (a run directory or a run id), only that run's leftovers. With no
+With RUN (a run directory or a run id; for a campaign run as Jobs, the
+campaign's directory or id), only that run's leftovers. With no
 argument, the leftovers of every run whose harness process is gone; what a
 live run owns is never touched. --backend NAME looks only at that backend's
 leftovers. --dry-run lists the processes it would kill and removes nothing;

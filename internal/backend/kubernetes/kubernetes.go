@@ -50,6 +50,9 @@ const (
 	LabelWorkload   = "chaos.workload"
 	LabelInstance   = "chaos.instance"
 	LabelRole       = "chaos.role"
+	// LabelCampaign marks what a campaign run as Jobs makes (its value
+	// is the campaign id in lower case); chaos cleanup looks for it too.
+	LabelCampaign = "chaos.campaign"
 	// The harness that made it, for chaos cleanup (values labels cannot
 	// hold go in annotations).
 	AnnotationPid      = "chaos.harness/pid"

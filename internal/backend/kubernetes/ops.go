@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -309,8 +311,9 @@ func (b *Backend) Sweep(ctx context.Context) error {
 
 // cleanup removes what an interrupted run left on the cluster: namespaces,
 // pods, ConfigMaps and controllers labelled with its run id (or, with no
-// run id, of every run whose harness is gone). A cluster that cannot be
-// reached has nothing of a run to remove.
+// run id, of every run whose harness is gone), and what a campaign run as
+// Jobs left (its namespace, Jobs and ConfigMap, labelled chaos.campaign).
+// A cluster that cannot be reached has nothing of a run to remove.
 func cleanup(ctx context.Context, c backend.Cleanup) error {
 	cs, _, err := newClient(options{qps: 50, burst: 100}, c.Env)
 	if err != nil {
@@ -319,9 +322,70 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 	if _, err := serverVersion(ctx, cs); err != nil {
 		return nil
 	}
+	return cleanupWith(ctx, cs, c)
+}
+
+// ownerGone says whether an object's owner annotations name a harness of
+// this machine that no longer runs; known is false when they name none
+// (or one this machine cannot judge).
+func ownerGone(m metav1.ObjectMeta) (gone, known bool) {
+	if m.Annotations[AnnotationPid] == "" {
+		return false, false
+	}
+	pid, _ := strconv.Atoi(m.Annotations[AnnotationPid])
+	alive, known := backend.Owner{Pid: pid, PidStart: m.Annotations[AnnotationPidStart], PidNS: m.Annotations[AnnotationPidNS], Host: m.Annotations[AnnotationHost]}.Alive()
+	return known && !alive, known
+}
+
+// cleanupWith is cleanup on a client.
+func cleanupWith(ctx context.Context, cs kubeapi.Interface, c backend.Cleanup) error {
 	sel := LabelRun
 	if c.RunID != "" {
 		sel = LabelRun + "=" + c.RunID
+	}
+	lo := metav1.ListOptions{LabelSelector: sel}
+	nss, err := cs.Namespaces().List(ctx, lo)
+	if err != nil {
+		return err
+	}
+	pods, err := cs.Pods("").List(ctx, lo)
+	if err != nil {
+		return err
+	}
+	cms, err := cs.ConfigMaps("").List(ctx, lo)
+	if err != nil {
+		return err
+	}
+	var deps []appsv1.Deployment
+	if ds, err := cs.Deployments("").List(ctx, lo); err == nil {
+		deps = ds.Items
+	}
+	var sts []appsv1.StatefulSet
+	if ss, err := cs.StatefulSets("").List(ctx, lo); err == nil {
+		sts = ss.Items
+	}
+	// A run's harness is judged gone from the owner annotations the run
+	// put on what it made. What a hook made (a Deployment a start hook
+	// applied, labelled chaos.run) has none: it goes with its run when
+	// everything of that run that does have them says its harness is gone.
+	dead, alive := map[string]bool{}, map[string]bool{}
+	judge := func(m metav1.ObjectMeta) {
+		if gone, known := ownerGone(m); known {
+			if gone {
+				dead[m.Labels[LabelRun]] = true
+			} else {
+				alive[m.Labels[LabelRun]] = true
+			}
+		}
+	}
+	for _, n := range nss.Items {
+		judge(n.ObjectMeta)
+	}
+	for _, p := range pods.Items {
+		judge(p.ObjectMeta)
+	}
+	for _, cm := range cms.Items {
+		judge(cm.ObjectMeta)
 	}
 	eligible := func(m metav1.ObjectMeta) bool {
 		run := m.Labels[LabelRun]
@@ -331,9 +395,10 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 		if c.RunID != "" {
 			return run == c.RunID
 		}
-		pid, _ := strconv.Atoi(m.Annotations[AnnotationPid])
-		alive, known := backend.Owner{Pid: pid, PidStart: m.Annotations[AnnotationPidStart], PidNS: m.Annotations[AnnotationPidNS], Host: m.Annotations[AnnotationHost]}.Alive()
-		return known && !alive
+		if gone, known := ownerGone(m); known {
+			return gone
+		}
+		return dead[run] && !alive[run]
 	}
 	verb := "deleted"
 	if c.DryRun {
@@ -350,7 +415,68 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 		c.Found(verb + " " + what)
 	}
 	zero := int64(0)
+	gone := map[string]bool{}
+	for _, ns := range nss.Items {
+		if eligible(ns.ObjectMeta) {
+			gone[ns.Name] = true
+			act("namespace "+ns.Name, func() error {
+				return cs.Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &ns.UID}})
+			})
+		}
+	}
+	// Controllers before pods, so a Deployment's pods are not replaced
+	// while they go.
+	fg := metav1.DeletePropagationForeground
+	for _, d := range deps {
+		if !gone[d.Namespace] && eligible(d.ObjectMeta) {
+			act("deployment "+d.Namespace+"/"+d.Name, func() error {
+				return cs.Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &d.UID}})
+			})
+		}
+	}
+	for _, st := range sts {
+		if !gone[st.Namespace] && eligible(st.ObjectMeta) {
+			act("statefulset "+st.Namespace+"/"+st.Name, func() error {
+				return cs.StatefulSets(st.Namespace).Delete(ctx, st.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &st.UID}})
+			})
+		}
+	}
+	for _, p := range pods.Items {
+		if !gone[p.Namespace] && eligible(p.ObjectMeta) {
+			act("pod "+p.Namespace+"/"+p.Name, func() error {
+				return cs.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+			})
+		}
+	}
+	for _, cm := range cms.Items {
+		if !gone[cm.Namespace] && eligible(cm.ObjectMeta) {
+			act("configmap "+cm.Namespace+"/"+cm.Name, func() error {
+				return cs.ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+			})
+		}
+	}
+	errs = append(errs, cleanupCampaigns(ctx, cs, c, act))
+	return errors.Join(errs...)
+}
+
+// cleanupCampaigns removes what a campaign run as Jobs (chaos run --runner
+// kubernetes) left: its namespace, or in a namespace it was given its Jobs
+// (with their pods) and ConfigMap. The id given to chaos cleanup may be the
+// campaign's (a campaign directory's name is its id); with none, the
+// campaigns whose harness is gone.
+func cleanupCampaigns(ctx context.Context, cs kubeapi.Interface, c backend.Cleanup, act func(string, func() error)) error {
+	sel := LabelCampaign
+	if c.RunID != "" {
+		sel = LabelCampaign + "=" + strings.ToLower(c.RunID)
+	}
 	lo := metav1.ListOptions{LabelSelector: sel}
+	eligible := func(m metav1.ObjectMeta) bool {
+		if c.RunID != "" {
+			return m.Labels[LabelCampaign] == strings.ToLower(c.RunID)
+		}
+		gone, _ := ownerGone(m)
+		return gone
+	}
 	nss, err := cs.Namespaces().List(ctx, lo)
 	if err != nil {
 		return err
@@ -364,34 +490,16 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 			})
 		}
 	}
-	pods, err := cs.Pods("").List(ctx, lo)
+	jobs, err := cs.Jobs("").List(ctx, lo)
 	if err != nil {
 		return err
 	}
-	for _, p := range pods.Items {
-		if !gone[p.Namespace] && eligible(p.ObjectMeta) {
-			act("pod "+p.Namespace+"/"+p.Name, func() error {
-				return cs.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	bg := metav1.DeletePropagationBackground
+	for _, j := range jobs.Items {
+		if !gone[j.Namespace] && eligible(j.ObjectMeta) {
+			act("job "+j.Namespace+"/"+j.Name, func() error {
+				return cs.Jobs(j.Namespace).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &j.UID}})
 			})
-		}
-	}
-	fg := metav1.DeletePropagationForeground
-	if ds, err := cs.Deployments("").List(ctx, lo); err == nil {
-		for _, d := range ds.Items {
-			if !gone[d.Namespace] && eligible(d.ObjectMeta) {
-				act("deployment "+d.Namespace+"/"+d.Name, func() error {
-					return cs.Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &d.UID}})
-				})
-			}
-		}
-	}
-	if ss, err := cs.StatefulSets("").List(ctx, lo); err == nil {
-		for _, st := range ss.Items {
-			if !gone[st.Namespace] && eligible(st.ObjectMeta) {
-				act("statefulset "+st.Namespace+"/"+st.Name, func() error {
-					return cs.StatefulSets(st.Namespace).Delete(ctx, st.Name, metav1.DeleteOptions{PropagationPolicy: &fg, Preconditions: &metav1.Preconditions{UID: &st.UID}})
-				})
-			}
 		}
 	}
 	cms, err := cs.ConfigMaps("").List(ctx, lo)
@@ -405,5 +513,5 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 			})
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }

@@ -104,6 +104,7 @@ type (
 		UpdateScale(ctx context.Context, name string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
 	}
 	JobInterface interface {
+		Lister[*batchv1.JobList]
 		Creator[*batchv1.Job]
 		Deleter
 		DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
