@@ -37,6 +37,9 @@ type Experiment struct {
 	Expectations   []Expectation     `yaml:"expectations" json:"expectations,omitempty"`
 	Metrics        []string          `yaml:"metrics" json:"metrics,omitempty" jsonschema_description:"Metric families this experiment is about: drawn first in reports and the only ones on the dashboard."`
 	Preflight      []Step            `yaml:"preflight" json:"preflight,omitempty"`
+	// Matrix and MatrixCell: matrix.go.
+	Matrix     *Matrix `yaml:"matrix" json:"matrix,omitempty" jsonschema_description:"Named axes, each a list of values; every list item that refers to ${matrix.AXIS} is written out once per value (docs/experiment.md#matrix)."`
+	MatrixCell string  `yaml:"matrix-cell" json:"matrix-cell,omitempty" jsonschema_description:"Keep the matrix to one cell, AXIS=VALUE[,AXIS=VALUE...]; chaos replay --cell writes it into the run's copy."`
 
 	// File is the path the experiment was read from; SHA256 its content's digest.
 	File   string `yaml:"-" json:"-"`
@@ -74,6 +77,7 @@ type Workload struct {
 	Image       string            `yaml:"image" json:"image,omitempty" jsonschema_description:"Container image for backends that run instances as containers."`
 	Run         string            `yaml:"run" json:"run"`
 	Checks      []Check           `yaml:"checks" json:"checks,omitempty"`
+	Ready       *Readiness        `yaml:"ready" json:"ready,omitempty" jsonschema_description:"How an instance says it is ready (a line it prints, a file it creates), for wait condition ready (readiness.go)."`
 }
 
 // InstanceCount returns the number of instances, 1 when unset.
@@ -198,10 +202,14 @@ type Operation struct {
 	Target      *Target           `yaml:"target" json:"target,omitempty"`
 	Select      *Select           `yaml:"select" json:"select,omitempty"`
 	Duration    Duration          `yaml:"duration" json:"duration,omitempty" jsonschema_description:"How long the change is held before it is reverted."`
+	DurationMax Duration          `yaml:"duration-max" json:"duration-max,omitempty" jsonschema_description:"With duration: each application holds for a random time between the two, drawn from the run's seed and recorded in operation.started."`
 	Jitter      Duration          `yaml:"jitter" json:"jitter,omitempty" jsonschema_description:"Each selected target waits a random time from 0 to this before the operation acts on it."`
 	Grace       Duration          `yaml:"grace" json:"grace,omitempty" jsonschema_description:"restart: how long to wait after SIGTERM before SIGKILL (default 10s)."`
 	With        map[string]string `yaml:"with" json:"with,omitempty" jsonschema_description:"Parameters for an adapter operation; its hooks see them as CHAOS_PARAM_<NAME>."`
 	Trigger     *Trigger          `yaml:"trigger" json:"trigger,omitempty"`
+	// Skip and Phases: readiness.go.
+	Skip   *Skip   `yaml:"skip" json:"skip,omitempty"`
+	Phases *Phases `yaml:"phases" json:"phases,omitempty"`
 	// Network holds the parameters of a network fault.
 	Network *Network `yaml:"network" json:"network,omitempty" jsonschema_description:"The parameters of a network fault (latency, loss, bandwidth, partition)."`
 }

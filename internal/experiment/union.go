@@ -181,10 +181,13 @@ type FlowNode struct {
 type Wait struct {
 	Pos       manifest.Pos `yaml:"-" json:"-"`
 	Workload  string       `yaml:"workload" json:"workload,omitempty"`
-	Condition string       `yaml:"condition" json:"condition,omitempty" jsonschema:"enum=created,enum=started,enum=running,enum=finished,enum=succeeded"`
+	Condition string       `yaml:"condition" json:"condition,omitempty" jsonschema:"enum=created,enum=started,enum=running,enum=finished,enum=succeeded,enum=ready"`
 	Signal    string       `yaml:"signal" json:"signal,omitempty"`
-	Delay     Duration     `yaml:"delay" json:"delay,omitempty"`
-	Timeout   Duration     `yaml:"timeout" json:"timeout,omitempty"`
+	// Since says which lines count (readiness.go): now, start, or an
+	// operation's name.
+	Since   string   `yaml:"since" json:"since,omitempty"`
+	Delay   Duration `yaml:"delay" json:"delay,omitempty"`
+	Timeout Duration `yaml:"timeout" json:"timeout,omitempty"`
 }
 
 // Workload wait conditions.
@@ -194,10 +197,13 @@ const (
 	CondRunning   = "running"
 	CondFinished  = "finished"
 	CondSucceeded = "succeeded"
+	// CondReady waits for each instance's own readiness (Workload.Ready)
+	// since its latest start.
+	CondReady = "ready"
 )
 
 // Conditions lists the workload wait conditions.
-var Conditions = []string{CondCreated, CondStarted, CondRunning, CondFinished, CondSucceeded}
+var Conditions = []string{CondCreated, CondStarted, CondRunning, CondFinished, CondSucceeded, CondReady}
 
 // Repeat runs its body again and again: for a duration (no new round starts
 // after it), a number of times, or both (whichever ends first).

@@ -72,6 +72,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 			d.Problem(p, "missing run: the script each instance runs")
 		}
 		checkEnv(d, p+".env", w.Env)
+		validateReadiness(d, p, w.Ready)
 		seen := map[string]bool{}
 		for j := range w.Checks {
 			validateCheck(d, x, fmt.Sprintf("%s.checks[%d]", p, j), &w.Checks[j], true, seen)
@@ -88,6 +89,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 
 	for i := range x.Operations {
 		validateOperation(d, x, fmt.Sprintf("operations[%d]", i), &x.Operations[i], names)
+		validateOperationAims(d, fmt.Sprintf("operations[%d]", i), &x.Operations[i])
 	}
 
 	if x.Flow == nil {
@@ -575,6 +577,7 @@ func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 	case FlowWait:
 		w := f.Wait
 		p := manifest.Join(f.Path, "wait")
+		validateWaitSince(d, x, f)
 		switch {
 		case w.Workload != "" && w.Signal != "":
 			d.Problem(p, "a wait is on a workload or on a signal, not both")

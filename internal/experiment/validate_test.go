@@ -296,7 +296,7 @@ flow:
     - w
     - wait: {workload: w}
 `), want: []prob{
-		e(9, 13, "flow.parallel[1].wait", "missing condition: one of created, started, running, finished, succeeded"),
+		e(9, 13, "flow.parallel[1].wait", "missing condition: one of created, started, running, finished, succeeded, ready"),
 	}},
 	{name: "wait on a workload and a signal", yaml: doc(`
 apiVersion: chaos/v1alpha1
@@ -335,7 +335,7 @@ flow:
     - w
     - wait: {workload: w, condition: strated}
 `), want: []prob{
-		e(9, 38, "flow.parallel[1].wait.condition", "unknown condition \"strated\"; expected one of created, started, running, finished, succeeded (did you mean \"started\"?)"),
+		e(9, 38, "flow.parallel[1].wait.condition", "unknown condition \"strated\"; expected one of created, started, running, finished, succeeded, ready (did you mean \"started\"?)"),
 	}},
 	{name: "wait on a missing workload with a delay", yaml: doc(`
 apiVersion: chaos/v1alpha1
@@ -871,7 +871,7 @@ expectations:
 		e(3, 10, "timeout", "expected a duration such as 15s, 500ms or 2m30s, got \"5 minutes\""),
 		e(6, 5, "workloads[0].instnaces", "unknown field \"instnaces\" (did you mean \"instances\"?)"),
 		e(9, 5, "operations[0]", "missing duration: an outage holds its target down for a duration, e.g. duration: 15s"),
-		e(15, 44, "flow.serial[1].wait.condition", "unknown condition \"strated\"; expected one of created, started, running, finished, succeeded (did you mean \"started\"?)"),
+		e(15, 44, "flow.serial[1].wait.condition", "unknown condition \"strated\"; expected one of created, started, running, finished, succeeded, ready (did you mean \"started\"?)"),
 		e(19, 14, "expectations[0].checks[0]", "workload \"counter\" has no check named \"exited-ok\""),
 	}},
 	{name: "what cannot sensibly run: instances, rounds, durations, trigger times", yaml: doc(`
