@@ -106,6 +106,9 @@ type Target struct {
 	Stop          string       `yaml:"stop" json:"stop,omitempty" jsonschema_description:"Hook that stops the target when the run owns it (default SIGTERM to its pid)."`
 	Health        string       `yaml:"health" json:"health,omitempty" jsonschema_description:"Hook that exits 0 when the target is healthy."`
 	HealthTimeout Duration     `yaml:"health-timeout" json:"health-timeout,omitempty" jsonschema_description:"How long to wait for health after a start (default 120s)."`
+	// Listen is where a process target serves: it is ready only once the
+	// socket listening there belongs to the process the run started.
+	Listen string `yaml:"listen" json:"listen,omitempty" jsonschema_description:"process: the port (or host:port) the target listens on, $VARS expanded (e.g. $CHAOS_PORT_SERVER); it is ready only when that listening socket is its own."`
 	// Lifecycle says who runs the target: external (it must already be up)
 	// or run (the harness starts it before the flow and stops it after).
 	Lifecycle string            `yaml:"lifecycle" json:"lifecycle,omitempty" jsonschema:"enum=external,enum=run,default=external"`

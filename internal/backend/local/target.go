@@ -45,6 +45,9 @@ type target struct {
 	// the run owns: in cgroup mode its cgroup holds the target's
 	// processes, whatever they fork (see contained).
 	starter *proc.Process
+	// startedAt is when the last start hook began: a pid file written
+	// before it names an older process.
+	startedAt time.Time
 }
 
 // contained returns the start hook whose cgroup holds the target, when the
@@ -115,6 +118,12 @@ func (t *target) logWriter() *os.File {
 // everything that forks stay in it.
 func (t *target) runHook(ctx context.Context, which, script string) (*shell.Result, error) {
 	h := backend.TargetHook{Target: t.name, Owned: t.owned(), Which: which, Script: script, Env: []string{"CHAOS_PID_FILE=" + t.pidFile()}}
+	if which == "start" {
+		t.mu.Lock()
+		// A second's slack: file systems keep mtimes at coarser grain.
+		t.startedAt = time.Now().Add(-time.Second)
+		t.mu.Unlock()
+	}
 	if which == "start" && t.owned() {
 		h.Prefix = t.b.netPrefix(t.name)
 		h.OnStart = func(p *proc.Process) {
@@ -143,28 +152,181 @@ func (t *target) healthTimeout() time.Duration {
 	return defaultHealthTimeout
 }
 
-// waitHealthy polls the health hook with a short, growing interval: a
-// health check is a question only the system can answer.
-func (t *target) waitHealthy(ctx context.Context) error {
+// notYet is a readiness check that may still pass: the target is alive
+// but does not serve yet.
+type notYet struct{ error }
+
+func (n notYet) Unwrap() error { return n.error }
+
+// waitReady waits until the target is ready, and returns its pid: its
+// health check passes (polled with a short, growing interval: a question
+// only the system can answer) and it is proven to be what the run started
+// (see proven). A target that exits meanwhile is an error at once, saying
+// why where it can (the port it could not bind), instead of a health check
+// another server answers.
+func (t *target) waitReady(ctx context.Context) (int, error) {
 	limit := t.healthTimeout()
 	deadline := time.Now().Add(limit)
 	interval := 20 * time.Millisecond
+	var last error
 	for {
+		if err := t.exited(); err != nil {
+			return 0, err
+		}
 		if t.healthy(ctx) {
-			return nil
+			pid, err := t.proven()
+			if err == nil {
+				return pid, nil
+			}
+			if !errors.As(err, new(notYet)) {
+				return 0, err
+			}
+			last = err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("target %s did not become healthy within %s", t.name, limit)
+			if last != nil {
+				return 0, fmt.Errorf("target %s was not ready within %s: %w", t.name, limit, last)
+			}
+			return 0, fmt.Errorf("target %s did not become healthy within %s", t.name, limit)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(interval):
 		}
 		if interval < 500*time.Millisecond {
 			interval *= 2
 		}
 	}
+}
+
+// exited returns an error when the process the last start hook started
+// has exited: in cgroup mode the start hook's cgroup is empty; otherwise
+// the pid file, written since that start, names a process that is gone.
+// A pid file not yet written (or older than the start) says nothing.
+func (t *target) exited() error {
+	if p := t.contained(); p != nil {
+		if pop, err := p.Cgroup().Populated(); err == nil && !pop {
+			pid, _ := t.pid()
+			return t.exitError(pid)
+		}
+		return nil
+	}
+	t.mu.Lock()
+	since := t.startedAt
+	t.mu.Unlock()
+	fi, err := os.Stat(t.pidFile())
+	if err != nil || fi.ModTime().Before(since) {
+		return nil
+	}
+	pid, err := t.pid()
+	if err != nil || proc.Alive(pid) {
+		return nil
+	}
+	return t.exitError(pid)
+}
+
+// exitError says that the target exited before it was ready, with the
+// port it could not serve on when it declares one (and who holds it), and
+// the line of its log that says why.
+func (t *target) exitError(pid int) error {
+	msg := fmt.Sprintf("target %s exited before it was ready", t.name)
+	if pid > 0 {
+		msg += fmt.Sprintf(" (pid %d from %s is not running)", pid, t.pidFile())
+	}
+	if port, err := t.listenPort(); err == nil && port > 0 {
+		msg += fmt.Sprintf(": it could not serve on port %d (listen: %s)", port, t.spec.Listen)
+		if holders := t.portHolders(port); holders != "" {
+			msg += ", which is held by " + holders
+		}
+	}
+	if line := t.logReason(); line != "" {
+		msg += "; its log says: " + line
+	}
+	return errors.New(msg)
+}
+
+// listenPort is the port of the target's listen field, 0 without one.
+func (t *target) listenPort() (int, error) {
+	if t.spec.Listen == "" {
+		return 0, nil
+	}
+	v := strings.TrimSpace(t.run().Expand(t.spec.Listen))
+	p := v
+	if _, after, ok := strings.Cut(v, "]:"); ok { // [::1]:8080
+		p = after
+	} else if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		p = v[i+1:]
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return 0, fmt.Errorf("target %s: listen %q (%q after expanding $VARS) is not a port or host:port (adapter field targets.%s.listen)", t.name, t.spec.Listen, v, t.name)
+	}
+	return port, nil
+}
+
+// portHolders describes the processes listening on port in the harness's
+// network namespace, "" when there are none.
+func (t *target) portHolders(port int) string {
+	ls, err := proc.Listeners(os.Getpid(), port)
+	if err != nil || len(ls) == 0 {
+		return ""
+	}
+	return describePids(proc.FindSocketHolders(inodes(ls)))
+}
+
+func inodes(ls []proc.Listener) []uint64 {
+	out := make([]uint64, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l.Inode)
+	}
+	return out
+}
+
+func describePids(pids []int) string {
+	var parts []string
+	for _, p := range pids {
+		parts = append(parts, fmt.Sprintf("pid %d (%s)", p, proc.Cmdline(p)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// logReason is the line of the target's log (logs/<target>.log, where its
+// start hook's output goes, and its own log file) that most likely says
+// why it ended: the last one about an address or port in use or a failed
+// bind, else the last line.
+func (t *target) logReason() string {
+	var last string
+	for _, f := range []string{t.run().Dir.LogFile(t.name), t.logPath()} {
+		if f == "" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if len(data) > 64*1024 {
+			data = data[len(data)-64*1024:]
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			l := strings.ToLower(lines[i])
+			if strings.Contains(l, "in use") || strings.Contains(l, "bind") || strings.Contains(l, "eaddrinuse") {
+				return strings.TrimSpace(string(t.run().Redact.Bytes([]byte(lines[i]))))
+			}
+		}
+		if n := len(lines); n > 0 && strings.TrimSpace(lines[n-1]) != "" {
+			last = strings.TrimSpace(string(t.run().Redact.Bytes([]byte(lines[n-1]))))
+		}
+	}
+	return last
+}
+
+func (t *target) logPath() string {
+	if t.spec.Log == "" {
+		return ""
+	}
+	return t.run().HostPath(t.spec.Log)
 }
 
 // Name is the target's name.
@@ -192,10 +354,7 @@ func (t *target) Start(ctx context.Context) error {
 	if _, err := t.runHook(ctx, "start", t.spec.Start); err != nil {
 		return err
 	}
-	if err := t.waitHealthy(ctx); err != nil {
-		return err
-	}
-	pid, err := t.proven()
+	pid, err := t.waitReady(ctx)
 	if err != nil {
 		return err
 	}
@@ -204,24 +363,52 @@ func (t *target) Start(ctx context.Context) error {
 }
 
 // proven returns the target's pid once it is proven to be what the run
-// started: the pid file names a live process and, for a target the run owns
-// in cgroup mode, one in the target's cgroup. It is asked once the health
-// check has passed, so a failure means the health check was answered by
-// something else than the target.
+// started and the one serving: the pid file names a live process; for a
+// target the run owns in cgroup mode, one in the target's cgroup; and, for
+// a target that declares where it listens, the socket listening there is
+// held by the target's own processes. It is asked once the health check
+// has passed, so a failure means the health check was answered by
+// something else than the target. A port nobody listens on yet, or someone
+// else does, may still change (notYet).
 func (t *target) proven() (int, error) {
 	pid, err := t.pid()
 	if err != nil {
 		return 0, err
 	}
 	if !proc.Alive(pid) {
-		return 0, fmt.Errorf("target %s: health answered, but the target's process exited: is another copy running on the same port? (pid %d from %s is not running)", t.name, pid, t.pidFile())
+		return 0, t.exitError(pid)
 	}
-	if p := t.contained(); p != nil {
+	p := t.contained()
+	if p != nil {
 		if in, err := p.Cgroup().Contains(pid); err != nil || !in {
 			return 0, fmt.Errorf("target %s: health answered, but pid %d from %s is not in the target's cgroup %s, so the start hook did not start it: is another copy running, or was the target handed to another supervisor?", t.name, pid, t.pidFile(), p.Cgroup().Path)
 		}
 	}
-	return pid, nil
+	port, err := t.listenPort()
+	if err != nil || port == 0 {
+		return pid, err
+	}
+	ls, err := proc.Listeners(pid, port)
+	if err != nil {
+		return 0, fmt.Errorf("target %s: finding what listens on port %d: %w", t.name, port, err)
+	}
+	if len(ls) == 0 {
+		return 0, notYet{fmt.Errorf("target %s: health answered, but nothing listens on port %d (listen: %s) in the target's network namespace", t.name, port, t.spec.Listen)}
+	}
+	var tree []int
+	if p != nil {
+		tree, _ = p.Cgroup().Procs()
+	} else {
+		tree = append(append([]int{pid}, proc.Descendants(pid)...), proc.GroupMembers(pid)...)
+	}
+	if len(proc.SocketHolders(tree, inodes(ls))) > 0 {
+		return pid, nil
+	}
+	holders := describePids(proc.FindSocketHolders(inodes(ls)))
+	if holders == "" {
+		holders = "a process the harness cannot see"
+	}
+	return 0, notYet{fmt.Errorf("target %s: health answered, but port %d (listen: %s) is held by %s, not by the target (pid %d) or its children: another server answers for it", t.name, port, t.spec.Listen, holders, pid)}
 }
 
 // Stop ends a target the run owns, after taking its end-of-run state for
@@ -392,10 +579,7 @@ func (t *target) Ready(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	if err := t.waitHealthy(ctx); err != nil {
-		return err
-	}
-	_, err := t.proven()
+	_, err := t.waitReady(ctx)
 	return err
 }
 
