@@ -54,8 +54,8 @@ func applyNetwork(ctx context.Context, env Env, op Op, h backend.Handle) error {
 
 // Partition cuts members off from each other: cut(i, j) says that what
 // member i sends must not reach member j. Each member's namespace gets one
-// rule: drop what it sends to those it must not reach, and what it gets
-// from those who must not reach it (each cut is enforced at both ends).
+// rule: drop what it gets from those who must not reach it, so the sender
+// sees nothing but silence, as in a real partition.
 //
 // Every member is cut at the same moment: all rules are prepared first
 // (namespaces found and checked, rules journaled, nft started in each
@@ -94,9 +94,9 @@ func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cu
 			if i == j {
 				continue
 			}
-			if cut(i, j) {
-				s.DropTo = append(s.DropTo, o.Addrs...)
-			}
+			// Each cut is made where the packet arrives: dropped on its way
+			// in, it is lost to the sender without a word, where one dropped
+			// on its way out makes the send fail (EPERM).
 			if cut(j, i) {
 				s.DropFrom = append(s.DropFrom, o.Addrs...)
 			}
@@ -146,25 +146,29 @@ func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cu
 	return hold(ctx, env, op, undo)
 }
 
-// commitAll commits every pending change at once: one goroutine each,
-// all released together.
+// commitAll makes every pending change at once, one goroutine each, all
+// released together, and only then does what follows each (reading the
+// rule back, deleting a table), so nothing slow sits between the edges.
 func commitAll(ctx context.Context, ps []*netfault.Pending) []error {
 	errs := make([]error, len(ps))
 	var ready, done sync.WaitGroup
 	start := make(chan struct{})
-	for i, p := range ps {
+	for _, p := range ps {
 		ready.Add(1)
 		done.Add(1)
 		go func() {
 			defer done.Done()
 			ready.Done()
 			<-start
-			errs[i] = p.Commit(ctx)
+			_ = p.Switch() // Finish reports it
 		}()
 	}
 	ready.Wait()
 	close(start)
 	done.Wait()
+	for i, p := range ps {
+		errs[i] = p.Finish(ctx)
+	}
 	return errs
 }
 

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -238,6 +240,24 @@ func TestPartitionActsAtOnce(t *testing.T) {
 	}
 	if err := dial(ms[0]); err == nil {
 		t.Error("m0 reached m5 across the partition")
+	} else if errors.Is(err, syscall.EPERM) {
+		t.Errorf("m0 was told of the partition: %v (a real one is silence)", err)
+	}
+	// A datagram across the partition is lost without a word.
+	if err := inNS(ms[0].NS.Path(), func() error {
+		c, err := net.Dial("udp", netip.AddrPortFrom(ms[n-1].Addr, 9).String())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for i := 0; i < 10; i++ {
+			if _, err := c.Write([]byte("x")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("sending across the partition: %v, want no error", err)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -132,10 +132,12 @@ func harnessRules(ctx context.Context, ns *NS) []string {
 			}
 		}
 	}
-	if s, err := ns.Run(ctx, "", "iptables-save", "-t", "mangle"); err == nil {
-		for _, l := range strings.Split(s, "\n") {
-			if strings.HasPrefix(l, ":CHAOS_") {
-				out = append(out, "iptables mangle chain "+strings.Fields(l[1:])[0])
+	for _, c := range []struct{ save, table string }{{"iptables-save", "mangle"}, {"iptables-save", "filter"}, {"ip6tables-save", "filter"}} {
+		if s, err := ns.Run(ctx, "", c.save, "-t", c.table); err == nil {
+			for _, l := range strings.Split(s, "\n") {
+				if strings.HasPrefix(l, ":CHAOS_") {
+					out = append(out, strings.TrimSuffix(c.save, "-save")+" "+c.table+" chain "+strings.Fields(l[1:])[0])
+				}
 			}
 		}
 	}

@@ -54,10 +54,11 @@ type Entry struct {
 	Mechanism string   `json:"mechanism,omitempty"`
 	Table     string   `json:"table,omitempty"`
 	Devices   []string `json:"devices,omitempty"`
-	// Mangle says the delay queue's rule made the namespace's mangle
-	// table, so cleanup removes it too once it holds nothing else.
-	Mangle bool   `json:"made_mangle,omitempty"`
-	Note   string `json:"note,omitempty"`
+	// MadeTables are the nftables tables of iptables (ip mangle, ip
+	// filter, ip6 filter) a chain rule made, so cleanup removes them too
+	// once they hold nothing else.
+	MadeTables []string `json:"made_tables,omitempty"`
+	Note       string   `json:"note,omitempty"`
 }
 
 type journal struct {
@@ -136,7 +137,7 @@ func (m *Manager) journalApply(r *Rule) error {
 		return err
 	}
 	return j.write(Entry{Event: "apply", Rule: r.ID, TS: time.Now().UTC(), RunID: m.cfg.RunID, Operation: r.Op.Operation, Fault: r.Spec.Fault,
-		Target: r.Target.Name, What: r.Target.What, Pid: r.Target.Pid, NSDev: r.ns.Dev, NSIno: r.ns.Ino, Mechanism: r.Mechanism, Table: r.Table, Devices: r.Devs, Mangle: r.mangle})
+		Target: r.Target.Name, What: r.Target.What, Pid: r.Target.Pid, NSDev: r.ns.Dev, NSIno: r.ns.Ino, Mechanism: r.Mechanism, Table: r.Table, Devices: r.Devs, MadeTables: r.made})
 }
 
 // journalRemoved notes that r is gone (or was never made).
@@ -287,7 +288,7 @@ func validEntry(e Entry, runID string) (string, error) {
 		return "rule", fmt.Errorf("%d is not a rule number", e.Rule)
 	}
 	switch e.Mechanism {
-	case MechNft, MechTbf, MechNetem, MechQueue:
+	case MechNft, MechTbf, MechNetem, MechQueue, MechDrop:
 	case "":
 		if e.Event == "apply" {
 			return "mechanism", errors.New("missing")
@@ -314,7 +315,7 @@ func validEntry(e Entry, runID string) (string, error) {
 	switch e.Mechanism {
 	case MechNft:
 		want = fmt.Sprintf("chaos_%s_%d", Tag(runID), e.Rule)
-	case MechQueue:
+	case MechQueue, MechDrop:
 		want = fmt.Sprintf("CHAOS_%s_%d", Tag(runID), e.Rule)
 	}
 	if e.Table != want && (e.Event == "apply" || e.Table != "") {
@@ -333,8 +334,11 @@ func validEntry(e Entry, runID string) (string, error) {
 			return "devices", fmt.Errorf("%q is not a network device's name", d)
 		}
 	}
-	if e.Mangle && e.Mechanism != MechQueue {
-		return "made_mangle", fmt.Errorf("only a delay queue makes the mangle table")
+	_, fams := chainTable(e.Mechanism)
+	for _, t := range e.MadeTables {
+		if !slices.ContainsFunc(fams, func(f iptFamily) bool { return f.nftTable == t }) {
+			return "made_tables", fmt.Errorf("%q is not a table a %s rule makes", t, e.Mechanism)
+		}
 	}
 	return "", nil
 }
@@ -456,7 +460,7 @@ func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found fun
 				ns.Close()
 				continue
 			}
-			err := remove(ctx, ns, e.Mechanism, e.Table, e.Devices, e.Mangle)
+			err := remove(ctx, ns, e.Fault, e.Mechanism, e.Table, e.Devices, e.MadeTables)
 			ns.Close()
 			if err != nil {
 				failed = true

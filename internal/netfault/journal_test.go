@@ -30,7 +30,7 @@ func TestReadJournal(t *testing.T) {
 		return Entry{Event: "apply", Rule: rule, RunID: testRun, NSIno: 7, Mechanism: MechNft, Table: fmt.Sprintf("chaos_%s_%d", tag, rule), Devices: []string{"eth0"}}
 	}
 	netem := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechNetem, Devices: []string{"eth0"}}
-	queue := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_3", Devices: []string{"eth0"}, Mangle: true}
+	queue := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_3", Devices: []string{"eth0"}, MadeTables: []string{"ip mangle"}}
 	bad := func(f func(e *Entry)) string { e := nft(1); f(&e); return line(e) }
 	for _, c := range []struct {
 		name string
@@ -317,18 +317,21 @@ func TestCleanupAfterKill(t *testing.T) {
 	}
 }
 
-// heldBy is a process other than the test in ns.
+// heldBy is a process other than the test in ns (waiting a while for
+// one on a loaded machine).
 func heldBy(t *testing.T, ns *NS) int {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, d := range ents {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		var st syscall.Stat_t
-		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && st.Ino == ns.Ino && uint64(st.Dev) == ns.Dev {
-			return pid
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ents, _ := os.ReadDir("/proc")
+		for _, d := range ents {
+			pid, err := strconv.Atoi(d.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			var st syscall.Stat_t
+			if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && st.Ino == ns.Ino && uint64(st.Dev) == ns.Dev {
+				return pid
+			}
 		}
 	}
 	t.Fatal("no process holds the namespace")

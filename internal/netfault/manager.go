@@ -73,10 +73,12 @@ type Rule struct {
 	Applied time.Time
 	Removed time.Time
 
-	ns      *NS
-	q       *delayQueue
-	mangle  bool // the queue's rule made the namespace's mangle table
-	aborted int  // connections a reset aborted when it was applied
+	ns *NS
+	q  *delayQueue
+	// made are the nftables tables (ip mangle, ip filter, ip6 filter) a
+	// chain rule made, removed with it when they hold nothing else.
+	made    []string
+	aborted int // connections a reset aborted when it was applied
 	removed bool
 }
 
@@ -191,8 +193,10 @@ func (m *Manager) newRule(ctx context.Context, t Target, s Spec, op Op) (*Rule, 
 	useNetem := m.netem >= 0 && !m.cfg.NoNetem
 	m.mu.Unlock()
 	switch s.Fault {
-	case Loss, Reset, Blackhole, Partition:
+	case Reset, Partition:
 		r.Mechanism, r.Table = MechNft, fmt.Sprintf("chaos_%s_%d", m.tag, r.ID)
+	case Loss, Blackhole:
+		r.Mechanism, r.Table = MechDrop, fmt.Sprintf("CHAOS_%s_%d", m.tag, r.ID)
 	case Bandwidth:
 		r.Mechanism = MechTbf
 	case Latency:
@@ -249,10 +253,12 @@ func (m *Manager) applied(ctx context.Context, r *Rule) {
 // acts on at once. A partition prepares every member's change, then
 // commits them all together.
 type Pending struct {
-	m      *Manager
-	r      *Rule
-	sw     *tableSwitch
-	remove bool
+	m        *Manager
+	r        *Rule
+	sw       *tableSwitch
+	remove   bool
+	switched bool
+	err      error
 }
 
 // Prepare makes the rule of an nftables fault (a partition, loss, reset,
@@ -314,31 +320,56 @@ func (m *Manager) PrepareRemove(ctx context.Context, r *Rule) (*Pending, error) 
 // Rule is the rule the change applies or removes.
 func (p *Pending) Rule() *Rule { return p.r }
 
-// Commit makes the change, and returns once it is in effect (the moment
-// is the rule's Applied or Removed); then it records it as Apply and
-// Remove do. A removal puts the table to sleep, which is the moment, and
-// then deletes it.
+// Commit makes the change and records it: Switch, then Finish.
 func (p *Pending) Commit(ctx context.Context) error {
+	_ = p.Switch() // Finish reports it
+	return p.Finish(ctx)
+}
+
+// Switch makes the change, and returns once it is in effect (the moment
+// is the rule's Applied or Removed): the table is woken, or put to sleep.
+// Nothing else is done, so many switches made together land together.
+func (p *Pending) Switch() error {
+	if p.sw == nil || p.switched {
+		return p.err
+	}
+	p.switched = true
+	at, err := p.sw.set(!p.remove)
+	p.sw.Close()
+	if p.remove {
+		p.r.Removed = at
+		if err != nil && errors.Is(err, unix.ENOENT) {
+			err = nil // gone already
+		}
+	} else {
+		p.r.Applied = at
+	}
+	p.err = err
+	return err
+}
+
+// Finish completes what Switch began and records it as Apply and Remove
+// do: a rule that took effect is read back from the kernel; one put to
+// sleep is deleted.
+func (p *Pending) Finish(ctx context.Context) error {
 	r, m := p.r, p.m
 	if p.sw == nil {
 		return nil
 	}
-	if p.remove {
-		at, err := p.sw.set(false)
-		p.sw.Close()
-		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return m.removed(r, at, err)
-		}
-		return m.removed(r, at, remove(ctx, r.ns, r.Mechanism, r.Table, nil, false))
+	if !p.switched {
+		p.Switch()
 	}
-	at, err := p.sw.set(true)
-	r.Applied = at
-	p.sw.Close()
-	if err != nil {
-		m.journalRemoved(r, "not applied: "+err.Error())
+	if p.remove {
+		if p.err != nil {
+			return m.removed(r, r.Removed, p.err)
+		}
+		return m.removed(r, r.Removed, remove(ctx, r.ns, r.Spec.Fault, r.Mechanism, r.Table, nil, nil))
+	}
+	if p.err != nil {
+		m.journalRemoved(r, "not applied: "+p.err.Error())
 		_, _ = r.ns.Run(ctx, "", "nft", "delete", "table", "inet", r.Table)
 		r.ns.Close()
-		return fmt.Errorf("%s on %s (%s): %w", r.Spec.Fault, r.Target.Name, r.Target.What, err)
+		return fmt.Errorf("%s on %s (%s): %w", r.Spec.Fault, r.Target.Name, r.Target.What, p.err)
 	}
 	if r.Spec.Fault == Reset {
 		out, _ := r.ns.Run(ctx, "", "ss", "-K", "-t", "-n", "state", "established", "not dst 127.0.0.0/8 and not dst [::1]")
@@ -351,7 +382,7 @@ func (p *Pending) Commit(ctx context.Context) error {
 // Abort gives up a change that was prepared and not committed: a dormant
 // table is deleted, a rule to remove stays.
 func (p *Pending) Abort() {
-	if p.sw == nil {
+	if p.sw == nil || p.switched {
 		return
 	}
 	p.sw.Close()
@@ -371,10 +402,16 @@ func (m *Manager) apply(ctx context.Context, r *Rule) error {
 	if r.Mechanism == MechQueue {
 		r.Queue = uint16(10000 + r.ID%50000)
 		r.Table = fmt.Sprintf("CHAOS_%s_%d", m.tag, r.ID)
-		// Whether the rule makes the mangle table is journaled with it, so
-		// cleanup after a kill leaves no empty table behind either.
-		_, lerr := r.ns.Run(ctx, "", "nft", "list", "table", "ip", "mangle")
-		r.mangle = lerr != nil
+	}
+	if _, fams := chainTable(r.Mechanism); len(fams) > 0 {
+		// The tables the rule makes are journaled with it, so cleanup
+		// after a kill leaves no empty table behind either.
+		r.made = nil
+		for _, f := range fams {
+			if _, err := r.ns.Run(ctx, "", append([]string{"nft", "list", "table"}, strings.Fields(f.nftTable)...)...); err != nil {
+				r.made = append(r.made, f.nftTable)
+			}
+		}
 	}
 	if err := m.journalApply(r); err != nil {
 		return err
@@ -401,6 +438,12 @@ func (m *Manager) apply(ctx context.Context, r *Rule) error {
 		err = applyQdisc(ctx, r.ns, r.Devs, netemArgs(r.Spec))
 	case MechQueue:
 		err = m.applyQueue(ctx, r)
+	case MechDrop:
+		percent := r.Spec.Percent
+		if r.Spec.Fault == Blackhole {
+			percent = 100
+		}
+		err = applyChain(ctx, r.ns, MechDrop, dropRules(r.Table, percent, r.Spec.Fault == Blackhole), r.Table, r.made, r.Spec.Fault)
 	}
 	if err != nil {
 		m.journalRemoved(r, "not applied: "+err.Error())
@@ -414,7 +457,7 @@ func (m *Manager) applyQueue(ctx context.Context, r *Rule) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.ns.Run(ctx, queueRules(r.Table, r.Queue), "iptables-restore", "--noflush"); err != nil {
+	if err := applyChain(ctx, r.ns, MechQueue, queueRules(r.Table, r.Queue), r.Table, r.made, r.Spec.Fault); err != nil {
 		q.Close()
 		return err
 	}
@@ -432,7 +475,7 @@ func (m *Manager) Remove(ctx context.Context, r *Rule) error {
 	}
 	r.removed = true
 	m.mu.Unlock()
-	err := remove(ctx, r.ns, r.Mechanism, r.Table, r.Devs, r.mangle)
+	err := remove(ctx, r.ns, r.Spec.Fault, r.Mechanism, r.Table, r.Devs, r.made)
 	if r.q != nil {
 		err = errors.Join(err, r.q.Close())
 	}
@@ -464,9 +507,49 @@ func (m *Manager) removed(r *Rule, at time.Time, err error) error {
 	return nil
 }
 
-// remove takes a rule out of ns by its mechanism and names. What is no
-// longer there is not an error.
-func remove(ctx context.Context, ns *NS, mech, table string, devs []string, mangle bool) error {
+// applyChain makes a chain rule in each of its families (iptables,
+// ip6tables), all or none.
+func applyChain(ctx context.Context, ns *NS, mech, rules, chain string, made []string, fault string) error {
+	_, fams := chainTable(mech)
+	for i, f := range fams {
+		if _, err := ns.Run(ctx, rules, f.restore, "--noflush"); err != nil {
+			if i > 0 {
+				_ = removeChain(ctx, ns, mech, chain, made, fault)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// removeChain takes a chain rule out of each of its families and deletes
+// the tables it made (made) that hold nothing else now.
+func removeChain(ctx context.Context, ns *NS, mech, chain string, made []string, fault string) error {
+	table, fams := chainTable(mech)
+	unrules := queueUnrules(chain)
+	if mech == MechDrop {
+		unrules = dropUnrules(chain, fault == Blackhole)
+	}
+	var errs []error
+	for _, f := range fams {
+		if _, err := ns.Run(ctx, unrules, f.restore, "--noflush"); err != nil && !goneErr(err) {
+			errs = append(errs, err)
+			continue
+		}
+		if !slices.Contains(made, f.nftTable) {
+			continue
+		}
+		if out, err := ns.Run(ctx, "", f.save, "-t", table); err == nil && !strings.Contains(out, "\n-A ") && !strings.Contains(out, "\n:CHAOS") {
+			_, _ = ns.Run(ctx, "", append([]string{"nft", "delete", "table"}, strings.Fields(f.nftTable)...)...)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// remove takes a rule out of ns by its mechanism and names, and the
+// iptables tables a chain rule made (made) once empty. What is no longer
+// there is not an error.
+func remove(ctx context.Context, ns *NS, fault, mech, table string, devs []string, made []string) error {
 	switch mech {
 	case MechNft:
 		if _, err := ns.Run(ctx, "", "nft", "delete", "table", "inet", table); err != nil && !goneErr(err) {
@@ -474,17 +557,8 @@ func remove(ctx context.Context, ns *NS, mech, table string, devs []string, mang
 		}
 	case MechTbf, MechNetem:
 		return removeQdisc(ctx, ns, devs)
-	case MechQueue:
-		if _, err := ns.Run(ctx, queueUnrules(table), "iptables-restore", "--noflush"); err != nil && !goneErr(err) {
-			return err
-		}
-		if mangle {
-			// The rule made the mangle table; leave none behind when it
-			// holds nothing else.
-			if out, err := ns.Run(ctx, "", "iptables-save", "-t", "mangle"); err == nil && !strings.Contains(out, "\n-A ") && !strings.Contains(out, "\n:CHAOS") {
-				_, _ = ns.Run(ctx, "", "nft", "delete", "table", "ip", "mangle")
-			}
-		}
+	case MechQueue, MechDrop:
+		return removeChain(ctx, ns, mech, table, made, fault)
 	}
 	return nil
 }

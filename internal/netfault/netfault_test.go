@@ -291,7 +291,7 @@ func TestCleanupOfAGoneHarness(t *testing.T) {
 	if err := Cleanup(ctx, state, "", false, func(s string) { found = append(found, s) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 1 || !strings.Contains(found[0], "removed blackhole rule chaos_") {
+	if len(found) != 1 || !strings.Contains(found[0], "removed blackhole rule CHAOS_") {
 		t.Fatalf("found %q", found)
 	}
 	if left := harnessRules(ctx, m.NS); len(left) != 0 {

@@ -26,14 +26,17 @@ func Preflight(ctx context.Context, faults []string) (bool, string) {
 		}
 		return false
 	}
-	if uses(Loss, Reset, Blackhole, Partition) {
+	if uses(Reset, Partition) {
 		need = append(need, "nft")
 	}
 	if uses(Bandwidth, Latency) {
 		need = append(need, "tc")
 	}
-	if uses(Latency) {
+	if uses(Latency, Loss, Blackhole) {
 		need = append(need, "iptables-restore", "iptables-save")
+	}
+	if uses(Loss, Blackhole) {
+		need = append(need, "ip6tables-restore", "ip6tables-save")
 	}
 	var missing []string
 	for _, t := range need {
@@ -50,12 +53,18 @@ func Preflight(ctx context.Context, faults []string) (bool, string) {
 	}
 	defer ns.Close()
 	var lines []string
-	if uses(Loss, Reset, Blackhole, Partition) {
+	if uses(Reset, Partition) {
 		text, _ := nftRules("chaos_preflight", Spec{Fault: Reset}, uses(Partition))
 		if _, err := ns.Run(ctx, text, "nft", "-f", "-"); err != nil {
 			return false, "nftables does not take the rules: " + err.Error()
 		}
-		lines = append(lines, "loss, reset, blackhole, partition: nftables tables (inet chaos_<run>_<n>)")
+		lines = append(lines, "reset, partition: nftables tables (inet chaos_<run>_<n>)")
+	}
+	if uses(Loss, Blackhole) {
+		if err := applyChain(ctx, ns, MechDrop, dropRules("CHAOS_preflight", 30, true), "CHAOS_preflight", nil, Blackhole); err != nil {
+			return false, "loss, blackhole: iptables and ip6tables do not take the rules (statistic, NFQUEUE): " + err.Error()
+		}
+		lines = append(lines, "loss, blackhole: iptables and ip6tables filter chains handing packets to a queue nobody reads (CHAOS_<run>_<n>)")
 	}
 	if uses(Bandwidth) {
 		if _, err := ns.Run(ctx, "", append([]string{"tc", "qdisc", "add", "dev", "lo", "root", "handle", QdiscHandle}, tbfArgs(1e6)...)...); err != nil {
@@ -74,7 +83,7 @@ func Preflight(ctx context.Context, faults []string) (bool, string) {
 		default:
 			q, qerr := openQueue(ns, 1, func() time.Duration { return 0 })
 			if qerr == nil {
-				_, qerr = ns.Run(ctx, queueRules("CHAOS_preflight", 1), "iptables-restore", "--noflush")
+				qerr = applyChain(ctx, ns, MechQueue, queueRules("CHAOS_preflight", 1), "CHAOS_preflight", nil, Latency)
 				q.Close()
 			}
 			if qerr != nil {

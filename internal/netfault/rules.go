@@ -23,8 +23,7 @@ const (
 
 // Mechanisms: what a rule is in the kernel.
 const (
-	// MechNft is an nftables table of the rule's own (loss, reset,
-	// blackhole, partition).
+	// MechNft is an nftables table of the rule's own (reset, partition).
 	MechNft = "nftables"
 	// MechTbf is a tbf qdisc at the root of each device (bandwidth).
 	MechTbf = "tc-tbf"
@@ -35,7 +34,66 @@ const (
 	// netfilter queue the harness gives back after the delay (latency,
 	// where the kernel has no netem).
 	MechQueue = "nfqueue"
+	// MechDrop is an iptables and ip6tables filter chain of the rule's own
+	// that hands a share of the packets the namespace sends (loss), or
+	// every packet it sends and gets (blackhole), to a netfilter queue
+	// nobody listens on: the kernel frees them and tells the sender they
+	// were sent, as real loss would, where a drop in the output path makes
+	// the send fail (EPERM). (nftables' own queue statement is not in
+	// every kernel; the iptables target is.)
+	MechDrop = "nfqueue-drop"
 )
+
+// dropQueue is the queue MechDrop hands packets to: the harness never
+// binds it (delay queues are 10000 to 59999); a program in the namespace
+// that did would be handed the packets instead.
+const dropQueue = 65535
+
+// iptFamily is one of the iptables of a chain rule.
+type iptFamily struct {
+	restore, save string
+	// nftTable is the nftables table iptables-nft keeps the rules' table in.
+	nftTable string
+}
+
+// chainTable is the iptables table of a chain mechanism and the families
+// its chain is made in.
+func chainTable(mech string) (string, []iptFamily) {
+	switch mech {
+	case MechQueue:
+		return "mangle", []iptFamily{{"iptables-restore", "iptables-save", "ip mangle"}}
+	case MechDrop:
+		return "filter", []iptFamily{{"iptables-restore", "iptables-save", "ip filter"}, {"ip6tables-restore", "ip6tables-save", "ip6 filter"}}
+	}
+	return "", nil
+}
+
+// dropRules is the iptables-restore input of a loss or a blackhole: a
+// chain of the rule's own, jumped to first from OUTPUT for what is not
+// sent on loopback (and, for a blackhole, from INPUT for what does not
+// come from it), that hands percent of the packets to dropQueue. OUTPUT
+// comes before the delay queue's POSTROUTING, so a packet lost is never
+// delayed first.
+func dropRules(chain string, percent float64, blackhole bool) string {
+	match := ""
+	if percent < 100 {
+		match = "-m statistic --mode random --probability " + strconv.FormatFloat(percent/100, 'f', 6, 64) + " "
+	}
+	in := ""
+	if blackhole {
+		in = fmt.Sprintf("-I INPUT 1 ! -i lo -j %s\n", chain)
+	}
+	return fmt.Sprintf("*filter\n:%s - [0:0]\n-A %s %s-j NFQUEUE --queue-num %d\n-I OUTPUT 1 ! -o lo -j %s\n%sCOMMIT\n", chain, chain, match, dropQueue, chain, in)
+}
+
+// dropUnrules removes what dropRules added.
+func dropUnrules(chain string, blackhole bool) string {
+	in := ""
+	if blackhole {
+		in = fmt.Sprintf("-D INPUT ! -i lo -j %s\n", chain)
+	}
+	return fmt.Sprintf("*filter\n-D OUTPUT ! -o lo -j %s\n%s-F %s\n-X %s\nCOMMIT\n", chain, in, chain, chain)
+}
 
 // QdiscHandle is the handle of every qdisc the harness adds: a qdisc with
 // it is the harness's, and only such a qdisc is ever deleted.
@@ -94,29 +152,19 @@ func addrStrings(as []netip.Addr) []string {
 	return out
 }
 
-// nftRules is the nftables table of a loss, reset, blackhole or partition;
+// nftRules is the nftables table of a reset or a partition;
 // dormant, its chains are not hooked until the table is woken.
 func nftRules(table string, s Spec, dormant bool) (string, error) {
 	var in, out []string
 	switch s.Fault {
-	case Loss:
-		// numgen random mod 10000 is 0..9999: < percent*100 drops that share.
-		if n := int(s.Percent*100 + 0.5); n >= 10000 {
-			out = append(out, "drop")
-		} else {
-			out = append(out, fmt.Sprintf("numgen random mod 10000 < %d drop", n))
-		}
 	case Reset:
 		// The resets the rules send go out through the output hook too:
 		// they must pass.
 		in = append(in, "tcp flags rst accept", "meta l4proto tcp reject with tcp reset")
 		out = append(out, "tcp flags rst accept", "meta l4proto tcp reject with tcp reset")
-	case Blackhole:
-		in = append(in, "drop")
-		out = append(out, "drop")
 	case Partition:
-		in = append(in, addrRules("saddr", s.DropFrom)...)
-		out = append(out, addrRules("daddr", s.DropTo)...)
+		in = append(in, addrRules("saddr", s.DropFrom, "drop")...)
+		out = append(out, addrRules("daddr", s.DropTo, "drop")...)
 		if len(in)+len(out) == 0 {
 			return "", errors.New("a partition rule with nothing to cut")
 		}
@@ -147,8 +195,8 @@ func nftRules(table string, s Spec, dormant bool) (string, error) {
 }
 
 // addrRules drops packets whose dir (saddr, daddr) is one of addrs, IPv4
-// and IPv6 apart.
-func addrRules(dir string, addrs []netip.Addr) []string {
+// and IPv6 apart, with verdict.
+func addrRules(dir string, addrs []netip.Addr, verdict string) []string {
 	var v4, v6 []string
 	for _, a := range addrs {
 		if a.Is4() || a.Is4In6() {
@@ -161,10 +209,10 @@ func addrRules(dir string, addrs []netip.Addr) []string {
 	slices.Sort(v6)
 	var out []string
 	if len(v4) > 0 {
-		out = append(out, fmt.Sprintf("ip %s { %s } drop", dir, strings.Join(slices.Compact(v4), ", ")))
+		out = append(out, fmt.Sprintf("ip %s { %s } %s", dir, strings.Join(slices.Compact(v4), ", "), verdict))
 	}
 	if len(v6) > 0 {
-		out = append(out, fmt.Sprintf("ip6 %s { %s } drop", dir, strings.Join(slices.Compact(v6), ", ")))
+		out = append(out, fmt.Sprintf("ip6 %s { %s } %s", dir, strings.Join(slices.Compact(v6), ", "), verdict))
 	}
 	return out
 }
@@ -277,15 +325,18 @@ func report(ctx context.Context, ns *NS, mech, table string, devs []string) (str
 			}
 		}
 		return b.String(), nil
-	case MechQueue:
-		out, err := ns.Run(ctx, "", "iptables-save", "-t", "mangle")
-		if err != nil {
-			return "", err
-		}
+	case MechQueue, MechDrop:
+		t, fams := chainTable(mech)
 		var b strings.Builder
-		for _, l := range strings.Split(out, "\n") {
-			if strings.Contains(l, table) {
-				b.WriteString(l + "\n")
+		for _, f := range fams {
+			out, err := ns.Run(ctx, "", f.save, "-t", t)
+			if err != nil {
+				return b.String(), err
+			}
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, table) {
+					b.WriteString(l + "\n")
+				}
 			}
 		}
 		return b.String(), nil
