@@ -101,10 +101,14 @@ const (
 	CheckCounter      = "counter"
 	CheckQueue        = "queue"
 	CheckLinearizable = "linearizable"
+	// Transactional checkers (internal/elle): Elle's list-append and
+	// rw-register.
+	CheckListAppend = "list-append"
+	CheckRWRegister = "rw-register"
 )
 
 // HistoryChecks lists the check kinds that read operation histories.
-var HistoryChecks = []string{CheckSet, CheckCounter, CheckQueue, CheckLinearizable}
+var HistoryChecks = []string{CheckSet, CheckCounter, CheckQueue, CheckLinearizable, CheckListAppend, CheckRWRegister}
 
 // IsHistoryCheck reports whether kind reads operation histories.
 func IsHistoryCheck(kind string) bool { return slices.Contains(HistoryChecks, kind) }
@@ -115,7 +119,7 @@ type Check struct {
 	Pos         manifest.Pos `yaml:"-" json:"-"`
 	Name        string       `yaml:"name" json:"name"`
 	Description string       `yaml:"description" json:"description,omitempty"`
-	Kind        string       `yaml:"kind" json:"kind" jsonschema:"enum=exit-code,enum=shell,enum=event,enum=metric,enum=stall,enum=set,enum=counter,enum=queue,enum=linearizable"`
+	Kind        string       `yaml:"kind" json:"kind" jsonschema:"enum=exit-code,enum=shell,enum=event,enum=metric,enum=stall,enum=set,enum=counter,enum=queue,enum=linearizable,enum=list-append,enum=rw-register"`
 	// exit-code
 	Equals *int `yaml:"equals" json:"equals,omitempty" jsonschema_description:"exit-code: the exit code the script must end with."`
 	// shell
@@ -144,12 +148,14 @@ type Check struct {
 	// restarting.
 	AfterReady   string   `yaml:"after-ready" json:"after-ready,omitempty" jsonschema_description:"stall: a named target of the adapter; time counts only while it is ready, and the clock starts over each time it is ready again (target.started, target.restarted)."`
 	ExceptDuring []string `yaml:"except-during" json:"except-during,omitempty" jsonschema_description:"stall: operations whose windows (from operation.started to its operation.reverted or operation.finished) do not count; the clock stops in them and goes on after."`
-	// history checkers (set, counter, queue, linearizable)
-	Workloads       []string      `yaml:"workloads" json:"workloads,omitempty" jsonschema_description:"set, counter, queue, linearizable: the workloads whose histories are read together (default: every workload)."`
-	Model           string        `yaml:"model" json:"model,omitempty" jsonschema:"enum=register,enum=kv" jsonschema_description:"linearizable: register (read, write, cas) or kv (the same with a key first)."`
-	Initial         string        `yaml:"initial" json:"initial,omitempty" jsonschema_description:"linearizable: the register's value before the history, as JSON (default null)."`
-	AllowDuplicates bool          `yaml:"allow-duplicates" json:"allow-duplicates,omitempty" jsonschema_description:"queue: the queue delivers at least once, so a value may come out twice."`
-	Requires        *Requirements `yaml:"requires" json:"requires,omitempty"`
+	// history checkers (set, counter, queue, linearizable, list-append, rw-register)
+	Workloads         []string      `yaml:"workloads" json:"workloads,omitempty" jsonschema_description:"set, counter, queue, linearizable: the workloads whose histories are read together (default: every workload)."`
+	Model             string        `yaml:"model" json:"model,omitempty" jsonschema:"enum=register,enum=kv,enum=mutex" jsonschema_description:"linearizable: register (read, write, cas), kv (the same with a key first, and append) or mutex (acquire, release)."`
+	Initial           string        `yaml:"initial" json:"initial,omitempty" jsonschema_description:"linearizable: the register's value before the history, as JSON (default null)."`
+	ConsistencyModels []string      `yaml:"consistency-models" json:"consistency-models,omitempty" jsonschema_description:"list-append, rw-register: the consistency models the history must satisfy, as Elle names them (default strict-serializable); the check fails only on anomalies they forbid."`
+	Anomalies         []string      `yaml:"anomalies" json:"anomalies,omitempty" jsonschema_description:"list-append, rw-register: more anomalies that fail the check, e.g. G1c."`
+	AllowDuplicates   bool          `yaml:"allow-duplicates" json:"allow-duplicates,omitempty" jsonschema_description:"queue: the queue delivers at least once, so a value may come out twice."`
+	Requires          *Requirements `yaml:"requires" json:"requires,omitempty"`
 }
 
 // Requirements say what a run must have shown for a history check to

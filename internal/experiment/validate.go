@@ -304,7 +304,7 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 		d.Problem(p+".name", "%q is not a valid check name: use lower-case letters, digits, dots, underscores and dashes", c.Name)
 	}
 	seen[c.Name] = true
-	kinds := []string{CheckShell, CheckEvent, CheckMetric, CheckSet, CheckCounter, CheckQueue, CheckLinearizable}
+	kinds := []string{CheckShell, CheckEvent, CheckMetric, CheckSet, CheckCounter, CheckQueue, CheckLinearizable, CheckListAppend, CheckRWRegister}
 	if workload {
 		kinds = []string{CheckExitCode, CheckShell, CheckEvent, CheckMetric, CheckStall}
 	}
@@ -350,20 +350,25 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 			d.Problem(p+".field", "unknown field %q; expected one of %s", c.Field, strings.Join(MetricFields, ", "))
 		}
 		checkLabelPatterns(d, p+".labels", c.Labels)
-	case CheckSet, CheckCounter, CheckQueue, CheckLinearizable:
+	case CheckSet, CheckCounter, CheckQueue, CheckLinearizable, CheckListAppend, CheckRWRegister:
 		if workload {
 			d.Problem(p+".kind", "%s checks read the histories of whole workloads together; put them in the experiment's checks", c.Kind)
 		}
 		if c.Kind == CheckLinearizable {
 			switch c.Model {
 			case "":
-				d.Problem(p, "a linearizable check needs model: register or kv")
-			case "register", "kv":
+				d.Problem(p, "a linearizable check needs model: register, kv or mutex")
+			case "register", "kv", "mutex":
 			default:
-				d.Problem(p+".model", "unknown model %q; expected register or kv%s", c.Model, manifest.DidYouMean(c.Model, []string{"register", "kv"}))
+				d.Problem(p+".model", "unknown model %q; expected register, kv or mutex%s", c.Model, manifest.DidYouMean(c.Model, []string{"register", "kv", "mutex"}))
 			}
 			if c.Initial != "" && !json.Valid([]byte(c.Initial)) {
 				d.Problem(p+".initial", "%q is not a JSON value; write a number, null, or a quoted string such as '\"a\"'", c.Initial)
+			}
+		}
+		for i, m := range c.ConsistencyModels {
+			if !slices.Contains(TxnModels, m) {
+				d.Problem(fmt.Sprintf("%s.consistency-models[%d]", p, i), "unknown consistency model %q; expected one of %s%s", m, strings.Join(TxnModels, ", "), manifest.DidYouMean(m, TxnModels))
 			}
 		}
 		if r := c.Requires; r != nil {
@@ -434,6 +439,8 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 	misplacedAny("model", c.Model != "", CheckLinearizable)
 	misplacedAny("initial", c.Initial != "", CheckLinearizable)
 	misplacedAny("allow-duplicates", c.AllowDuplicates, CheckQueue)
+	misplacedAny("consistency-models", c.ConsistencyModels != nil, CheckListAppend, CheckRWRegister)
+	misplacedAny("anomalies", c.Anomalies != nil, CheckListAppend, CheckRWRegister)
 }
 
 // Metric check vocabulary.

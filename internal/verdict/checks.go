@@ -178,7 +178,7 @@ func (ev *evaluator) runExperimentChecks() {
 				return ev.eventCheck(c, "")
 			case experiment.CheckMetric:
 				return ev.metricCheck(c, "", "")
-			case experiment.CheckSet, experiment.CheckCounter, experiment.CheckQueue, experiment.CheckLinearizable:
+			case experiment.CheckSet, experiment.CheckCounter, experiment.CheckQueue, experiment.CheckLinearizable, experiment.CheckListAppend, experiment.CheckRWRegister:
 				return ev.historyCheck(c, r.ID)
 			}
 			msg := fmt.Sprintf("%s checks cannot run at experiment scope", c.Kind)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/elle"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/history"
 	"github.com/chaos-harness/chaos/internal/rundir"
@@ -78,8 +79,8 @@ func HistorySources(d *rundir.Dir, events []rundir.Event, workloads []string) []
 	return out
 }
 
-// historyCheck runs a set, counter, queue or linearizable check on the
-// merged histories of its workloads.
+// historyCheck runs a set, counter, queue, linearizable, list-append or
+// rw-register check on the merged histories of its workloads.
 func (ev *evaluator) historyCheck(c *experiment.Check, id string) outcome {
 	srcs := HistorySources(ev.d, ev.events, c.Workloads)
 	h, err := history.Load(srcs, RunStart(ev.events))
@@ -105,9 +106,14 @@ func (ev *evaluator) historyCheck(c *experiment.Check, id string) outcome {
 		res = history.CheckQueue(h, c.AllowDuplicates)
 	case experiment.CheckLinearizable:
 		res = history.CheckLinearizable(h, history.LinearOptions{Model: c.Model, Initial: c.Initial, Timeout: c.Timeout.D()})
+	case experiment.CheckListAppend, experiment.CheckRWRegister:
+		res = elle.Check(h, elle.Options{Kind: c.Kind, Models: c.ConsistencyModels, Anomalies: c.Anomalies})
 	default:
 		msg := fmt.Sprintf("unknown history check kind %q", c.Kind)
 		return outcome{err: msg, detail: msg}
+	}
+	for _, w := range res.Warnings {
+		ev.v.Warnings = append(ev.v.Warnings, fmt.Sprintf("check %s: %s", id, w))
 	}
 	o := outcome{ok: res.Outcome == history.Valid, detail: res.Detail(), findings: res.Findings}
 	o.inconclusive = res.Outcome == history.Inconclusive
