@@ -69,6 +69,8 @@ type Backend struct {
 	// snaps are a run-owned pod target's pods just before the run stopped
 	// it, by target.
 	snaps map[string][]corev1.Pod
+	// net hands the instances their peers' addresses (netenv.go).
+	net *netEnv
 
 	// dropUpdate, for tests, loses the pod updates it returns true for,
 	// as if the watch had never delivered them.
@@ -84,6 +86,7 @@ func open(ctx context.Context, run *backend.Run) (backend.Backend, error) {
 		return nil, err
 	}
 	b.opts = o
+	b.net = b.newNetEnv()
 	out, err := os.OpenFile(run.Dir.Path("system", "watch", "k8s-events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -195,6 +198,7 @@ func (b *Backend) observe(old, p *corev1.Pod) {
 	b.mu.Unlock()
 	if in != nil {
 		in.observe(p)
+		b.netObserve(in.spec.Name, p)
 	}
 }
 
@@ -391,5 +395,9 @@ func (b *Backend) OpenTarget(ctx context.Context, name string, spec *adapter.Tar
 	if spec.Type != adapter.TypePod {
 		return nil, fmt.Errorf("target %s is a %s, not a pod", name, spec.Type)
 	}
-	return &podTarget{b: b, name: name, spec: spec, held: map[string]*hold{}}, nil
+	t := &podTarget{b: b, name: name, spec: spec, held: map[string]*hold{}, sc: b.runScope()}
+	if spec.Lifecycle != "run" {
+		t.sc = b.externalScope(name, spec)
+	}
+	return t, nil
 }

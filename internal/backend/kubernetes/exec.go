@@ -20,7 +20,12 @@ import (
 // with its standard output to stdout; a command that exits non-zero is an
 // error with its standard error.
 func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string, stdout io.Writer) error {
-	if _, err := b.podOf(ctx, pod); err != nil {
+	return b.execIn(ctx, b.runScope(), pod, container, cmd, stdout)
+}
+
+// execIn is exec on a pod of scope sc (checked first).
+func (b *Backend) execIn(ctx context.Context, sc scope, pod, container string, cmd []string, stdout io.Writer) error {
+	if _, err := b.podIn(ctx, sc, pod); err != nil {
 		return err
 	}
 	release, err := b.openStream(ctx)
@@ -28,7 +33,7 @@ func (b *Backend) exec(ctx context.Context, pod, container string, cmd []string,
 		return err
 	}
 	defer release()
-	req := b.cs.CoreRESTClient().Post().Resource("pods").Namespace(b.ns).Name(pod).SubResource("exec").
+	req := b.cs.CoreRESTClient().Post().Resource("pods").Namespace(sc.ns).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, kubeapi.ParameterCodec())
 	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, "GET", req.URL().String())
 	if err != nil {
@@ -83,6 +88,11 @@ echo "$#"`
 // with id cid in pod, from the container from (which must share the pod's
 // process namespace); it returns how many it reached.
 func (b *Backend) signalContainer(ctx context.Context, pod, from, cid, sig string) (int, error) {
+	return b.signalContainerIn(ctx, b.runScope(), pod, from, cid, sig)
+}
+
+// signalContainerIn is signalContainer on a pod of scope sc.
+func (b *Backend) signalContainerIn(ctx context.Context, sc scope, pod, from, cid, sig string) (int, error) {
 	id := cid
 	if _, after, ok := strings.Cut(cid, "://"); ok {
 		id = after
@@ -91,7 +101,7 @@ func (b *Backend) signalContainer(ctx context.Context, pod, from, cid, sig strin
 		return 0, errors.New("no container id")
 	}
 	var out bytes.Buffer
-	if err := b.exec(ctx, pod, from, []string{"/bin/sh", "-c", killScript, "kill", id, sig}, &out); err != nil {
+	if err := b.execIn(ctx, sc, pod, from, []string{"/bin/sh", "-c", killScript, "kill", id, sig}, &out); err != nil {
 		return 0, err
 	}
 	var n int

@@ -47,7 +47,7 @@ const (
 // a container a fault kills is (with restartPolicy OnFailure). A container
 // restarted after the instance was killed for good just sleeps.
 var mainCommand = []string{"/bin/sh", "-c", `[ -e ` + endMark + ` ] && exec sleep 2147483647
-/bin/sh ` + binDir + `/wrapper.sh
+` + netPrelude + `/bin/sh ` + binDir + `/wrapper.sh
 echo "$?" > /dev/termination-log
 exit 0`}
 
@@ -190,6 +190,12 @@ func (b *Backend) podSpec(name, cm, image string, spec backend.InstanceSpec) *co
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		envVars = append(envVars, corev1.EnvVar{Name: k, Value: v})
+	}
+	// The pod's own address, as $CHAOS_NET_ADDR is an instance's on the
+	// local backend; its peers' come in a file (netenv.go).
+	envVars = append(envVars, corev1.EnvVar{Name: "CHAOS_NET_ADDR", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}})
+	if b.net != nil && b.net.on {
+		envVars = append(envVars, corev1.EnvVar{Name: "CHAOS_NET_WAIT", Value: "1"})
 	}
 	pull := corev1.PullPolicy(o.pullPolicy)
 	main := corev1.Container{

@@ -143,10 +143,12 @@ type options struct {
 	// simulated by kwok have no containers): a kill deletes the pod, and
 	// no output or log is collected.
 	noExec bool
+	// targetNamespaces are where external pod targets are, by target.
+	targetNamespaces map[string]string
 }
 
 // optionKeys are the keys an adapter's options may have.
-var optionKeys = []string{"kubeconfig", "namespace", "restart-policy", "image-pull-policy", "collector-image", "cpu", "memory", "memory-limit", "grace", "qps", "burst", "node-selector", "tolerations", "exec"}
+var optionKeys = []string{"kubeconfig", "namespace", "restart-policy", "image-pull-policy", "collector-image", "cpu", "memory", "memory-limit", "grace", "qps", "burst", "node-selector", "tolerations", "exec", "target-namespaces"}
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
@@ -198,6 +200,13 @@ func parseOptions(m map[string]string) (options, error) {
 			o.nodeSelector, err = parseNodeSelector(v)
 		case "tolerations":
 			o.tolerations, err = parseTolerations(v)
+		case "target-namespaces":
+			o.targetNamespaces, err = parseNodeSelector(v)
+			for t, ns := range o.targetNamespaces {
+				if err == nil && !namespacePattern.MatchString(ns) {
+					err = fmt.Errorf("target %s: %q is not a namespace name", t, ns)
+				}
+			}
 		case "exec":
 			var yes bool
 			yes, err = strconv.ParseBool(v)

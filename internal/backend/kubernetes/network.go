@@ -23,11 +23,11 @@ import (
 // pod's IPs are its addresses, and the namespace must hold them.
 
 // podNet is the network of pod name.
-func (b *Backend) podNet(ctx context.Context, name string) (backend.Net, error) {
+func (b *Backend) podNet(ctx context.Context, sc scope, name string) (backend.Net, error) {
 	if b.err != nil {
 		return backend.Net{}, b.err
 	}
-	p, err := b.podOf(ctx, name)
+	p, err := b.podIn(ctx, sc, name)
 	if err != nil {
 		return backend.Net{}, err
 	}
@@ -125,11 +125,11 @@ func startTime(pid int) (uint64, error) {
 
 // Network is the instance's pod's network.
 func (in *instance) Network(ctx context.Context) (backend.Net, error) {
-	return in.b.podNet(ctx, in.pod)
+	return in.b.podNet(ctx, in.b.runScope(), in.pod)
 }
 
 // Network is the pod's network.
 func (h *podHandle) Network(ctx context.Context) (backend.Net, error) {
 	pod, _ := h.current()
-	return h.b.podNet(ctx, pod)
+	return h.b.podNet(ctx, h.sc, pod)
 }

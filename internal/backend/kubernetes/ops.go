@@ -42,28 +42,54 @@ func (b *Backend) Preflight(ctx context.Context) []backend.Check {
 	if b.err != nil {
 		return append(out, backend.Check{Name: "kubernetes-watch", Detail: b.err.Error()})
 	}
-	out = append(out, b.permissions(ctx), b.nodeReady(ctx))
+	out = append(out, b.permissions(ctx, b.ns, runNeeds))
+	seen := map[string]bool{}
+	for _, sc := range b.externalTargets() {
+		if sc.ns != "" && !seen[sc.ns] {
+			seen[sc.ns] = true
+			c := b.permissions(ctx, sc.ns, externalNeeds)
+			c.Name = "kubernetes-permissions:" + sc.ns
+			out = append(out, c)
+		}
+	}
+	out = append(out, b.targetChecks(ctx)...)
+	out = append(out, b.nodeReady(ctx))
 	for _, img := range b.imagesUsed() {
 		out = append(out, b.imagePresent(ctx, img))
 	}
 	return out
 }
 
+// need is one permission: a verb on a resource (and subresource).
+type need struct{ verb, group, resource, sub string }
+
+// runNeeds is what a run does in its own namespace.
+var runNeeds = []need{
+	{"create", "", "pods", ""}, {"delete", "", "pods", ""}, {"list", "", "pods", ""}, {"watch", "", "pods", ""},
+	{"create", "", "pods", "exec"}, {"get", "", "pods", "log"},
+	{"create", "", "configmaps", ""}, {"delete", "", "configmaps", ""},
+	{"list", "", "events", ""}, {"watch", "", "events", ""},
+	{"update", "apps", "deployments", "scale"}, {"update", "apps", "statefulsets", "scale"},
+}
+
+// externalNeeds is what faults do in the namespace of an external target:
+// read and delete its pods, exec into them (a restart in place), read and
+// scale their controllers, and write the journal of a scale on them.
+var externalNeeds = []need{
+	{"get", "", "pods", ""}, {"list", "", "pods", ""}, {"delete", "", "pods", ""}, {"create", "", "pods", "exec"},
+	{"get", "apps", "replicasets", ""}, {"get", "apps", "deployments", ""}, {"patch", "apps", "deployments", ""},
+	{"update", "apps", "deployments", "scale"}, {"get", "apps", "statefulsets", ""}, {"patch", "apps", "statefulsets", ""},
+	{"update", "apps", "statefulsets", "scale"},
+}
+
 // permissions asks the API server, with SelfSubjectAccessReviews, whether
-// the harness may do everything a run does.
-func (b *Backend) permissions(ctx context.Context) backend.Check {
-	type need struct{ verb, group, resource, sub string }
-	needs := []need{
-		{"create", "", "pods", ""}, {"delete", "", "pods", ""}, {"list", "", "pods", ""}, {"watch", "", "pods", ""},
-		{"create", "", "pods", "exec"}, {"get", "", "pods", "log"},
-		{"create", "", "configmaps", ""}, {"delete", "", "configmaps", ""},
-		{"list", "", "events", ""}, {"watch", "", "events", ""},
-		{"update", "apps", "deployments", "scale"}, {"update", "apps", "statefulsets", "scale"},
-	}
+// the harness may do everything of needs in namespace ns; the detail names
+// every permission missing.
+func (b *Backend) permissions(ctx context.Context, ns string, needs []need) backend.Check {
 	var missing []string
 	for _, n := range needs {
 		r := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authv1.ResourceAttributes{
-			Namespace: b.ns, Verb: n.verb, Group: n.group, Resource: n.resource, Subresource: n.sub}}}
+			Namespace: ns, Verb: n.verb, Group: n.group, Resource: n.resource, Subresource: n.sub}}}
 		res, err := b.cs.SelfSubjectAccessReviews().Create(ctx, r, metav1.CreateOptions{})
 		what := n.verb + " " + n.resource
 		if n.sub != "" {
@@ -77,9 +103,9 @@ func (b *Backend) permissions(ctx context.Context) backend.Check {
 		}
 	}
 	if len(missing) > 0 {
-		return backend.Check{Name: "kubernetes-permissions", Detail: fmt.Sprintf("not allowed in namespace %s: %s (docs/kubernetes.md has a Role with everything a run needs)", b.ns, strings.Join(missing, ", "))}
+		return backend.Check{Name: "kubernetes-permissions", Detail: fmt.Sprintf("not allowed in namespace %s: %s (docs/kubernetes.md#permissions has the Roles a run needs)", ns, strings.Join(missing, ", "))}
 	}
-	return backend.Check{Name: "kubernetes-permissions", OK: true, Detail: fmt.Sprintf("may create, exec into, log, watch and delete pods, and scale controllers, in %s", b.ns)}
+	return backend.Check{Name: "kubernetes-permissions", OK: true, Detail: fmt.Sprintf("may do all it needs in %s (%d permissions checked)", ns, len(needs))}
 }
 
 // nodeReady checks that some node is Ready and schedulable.
@@ -237,7 +263,14 @@ func (b *Backend) Capture(ctx context.Context, systemDir string) error {
 		pods, snapped := b.snaps[name]
 		b.mu.Unlock()
 		if !snapped {
-			list, err := b.cs.Pods(b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.Labels)})
+			ns := b.ns
+			if t.Lifecycle != "run" {
+				ns = b.externalScope(name, t).ns
+			}
+			if ns == "" {
+				continue
+			}
+			list, err := b.cs.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.Labels)})
 			if err != nil {
 				return err
 			}
@@ -268,18 +301,19 @@ func (b *Backend) Sweep(ctx context.Context) error {
 	if b.cs == nil || b.ns == "" {
 		return nil
 	}
-	var errs []error
+	// First what faults changed on external targets.
+	errs := []error{b.restoreScaled(ctx)}
 	var removed []string
 	sel := metav1.ListOptions{LabelSelector: LabelRun + "=" + b.run.ID}
 	if ds, err := b.cs.Deployments(b.ns).List(ctx, sel); err == nil {
 		for _, d := range ds.Items {
-			errs = append(errs, b.deleteController(ctx, controllerRef{"Deployment", d.Name}))
+			errs = append(errs, b.deleteController(ctx, controllerRef{b.ns, "Deployment", d.Name}))
 			removed = append(removed, "deployment/"+d.Name)
 		}
 	}
 	if ss, err := b.cs.StatefulSets(b.ns).List(ctx, sel); err == nil {
 		for _, s := range ss.Items {
-			errs = append(errs, b.deleteController(ctx, controllerRef{"StatefulSet", s.Name}))
+			errs = append(errs, b.deleteController(ctx, controllerRef{b.ns, "StatefulSet", s.Name}))
 			removed = append(removed, "statefulset/"+s.Name)
 		}
 	}
@@ -456,6 +490,20 @@ func cleanupWith(ctx context.Context, cs kubeapi.Interface, c backend.Cleanup) e
 		}
 	}
 	errs = append(errs, cleanupCampaigns(ctx, cs, c, act))
+	// Controllers of external targets an outage scaled down: their
+	// journal names the run and its harness.
+	restored := "restored"
+	if c.DryRun {
+		restored = "would restore"
+	}
+	eligibleScale := func(m metav1.ObjectMeta) bool {
+		if c.RunID != "" {
+			return m.Annotations[AnnotationRestoreRun] == c.RunID
+		}
+		gone, _ := ownerGone(m)
+		return gone
+	}
+	errs = append(errs, restoreJournaled(ctx, cs, "", c.DryRun, eligibleScale, func(s string) { c.Found(restored + " " + s) }))
 	return errors.Join(errs...)
 }
 

@@ -47,7 +47,7 @@ func (b *Backend) Roles(ctx context.Context, instance, role string) ([]backend.H
 		var out []backend.Handle
 		for _, p := range pods {
 			if p.DeletionTimestamp == nil && p.Labels[LabelRole] != RoleInstance {
-				out = append(out, &podHandle{b: b, name: instance + "/" + role, pod: p.Name, uid: string(p.UID), roleSel: sel})
+				out = append(out, &podHandle{b: b, sc: b.runScope(), name: instance + "/" + role, pod: p.Name, uid: string(p.UID), roleSel: sel})
 			}
 		}
 		return out, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -27,6 +30,9 @@ type podTarget struct {
 	b    *Backend
 	name string
 	spec *adapter.Target
+	// sc is where its pods are: the run's own, or (lifecycle: external)
+	// pods with the owner's consent (external.go).
+	sc scope
 
 	mu sync.Mutex
 	// held are the controllers an outage scaled to zero, by kind/name,
@@ -54,7 +60,7 @@ func (t *podTarget) Handles(ctx context.Context) ([]backend.Handle, error) {
 	if t.b.err != nil {
 		return nil, t.b.err
 	}
-	pods, err := t.b.runPods(ctx, t.selector())
+	pods, refused, err := t.b.podsIn(ctx, t.sc, t.selector())
 	if err != nil {
 		return nil, err
 	}
@@ -63,9 +69,15 @@ func (t *podTarget) Handles(ctx context.Context) ([]backend.Handle, error) {
 		if pods[i].DeletionTimestamp != nil {
 			continue
 		}
-		out = append(out, &podHandle{b: t.b, t: t, name: pods[i].Name, pod: pods[i].Name, uid: string(pods[i].UID), container: t.spec.Container})
+		out = append(out, &podHandle{b: t.b, t: t, sc: t.sc, name: pods[i].Name, pod: pods[i].Name, uid: string(pods[i].UID), container: t.spec.Container})
 	}
 	if len(out) == 0 {
+		if t.sc.external {
+			if len(refused) > 0 {
+				return nil, fmt.Errorf("target %s: %d pod(s) in namespace %s match (labels %v) but neither they, their controller nor the namespace carry %s: \"true\"; the harness never acts on those (%s)", t.name, len(refused), t.sc.ns, t.selector(), ConsentKey, strings.Join(refused, ", "))
+			}
+			return nil, fmt.Errorf("target %s: no pod in namespace %s matches labels %v", t.name, t.sc.ns, t.selector())
+		}
 		return nil, t.b.noMatch(ctx, t.name, t.selector())
 	}
 	return out, nil
@@ -98,13 +110,15 @@ func (t *podTarget) Start(ctx context.Context) error {
 	if t.b.err != nil {
 		return t.b.err
 	}
-	if _, err := t.b.run.RunHook(ctx, backend.TargetHook{Target: t.name, Owned: true, Which: "start", Script: t.spec.Start}); err != nil {
-		return err
+	if t.spec.Start != "" {
+		if _, err := t.b.run.RunHook(ctx, backend.TargetHook{Target: t.name, Owned: !t.sc.external, Which: "start", Script: t.spec.Start}); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.healthTimeout())
 	defer cancel()
 	for {
-		pods, err := t.b.runPods(ctx, t.selector())
+		pods, _, err := t.b.podsIn(ctx, t.sc, t.selector())
 		var ready []string
 		for _, p := range pods {
 			if podReady(&p) {
@@ -116,7 +130,7 @@ func (t *podTarget) Start(ctx context.Context) error {
 			return nil
 		}
 		if err := backend.Sleep(ctx, 200*time.Millisecond); err != nil {
-			if len(pods) == 0 {
+			if len(pods) == 0 && !t.sc.external {
 				return fmt.Errorf("target %s: %w", t.name, t.b.noMatch(context.Background(), t.name, t.selector()))
 			}
 			return fmt.Errorf("target %s not ready within %s", t.name, t.healthTimeout())
@@ -132,6 +146,11 @@ func (t *podTarget) healthy(ctx context.Context) bool {
 // Stop stops a target the run owns with its stop hook, else by deleting
 // the controllers of the run that own its pods, and its pods.
 func (t *podTarget) Stop(ctx context.Context) error {
+	if t.sc.external {
+		// Not the run's to stop: what the run changed is restored by
+		// Restore, at the end.
+		return nil
+	}
 	// The state at the end of the run is taken before the stop, for
 	// system/pods.json.
 	if pods, err := t.b.cs.Pods(t.b.ns).List(ctx, metav1.ListOptions{LabelSelector: labelsString(t.spec.Labels)}); err == nil {
@@ -175,8 +194,9 @@ func podReady(p *corev1.Pod) bool {
 // zero; restarted in place, its container is killed and kubelet restarts
 // it.
 type podHandle struct {
-	b *Backend
-	t *podTarget // nil for a role
+	b  *Backend
+	t  *podTarget // nil for a role
+	sc scope
 	// name is what the timeline calls it.
 	name string
 	// container is the container a restart in place kills ("" the first).
@@ -222,7 +242,7 @@ func (h *podHandle) current() (pod, uid string) {
 // the pod, or the container, is gone.
 func (h *podHandle) Down(ctx context.Context, d backend.Down) error {
 	pod, uid := h.current()
-	p, err := h.b.podOf(ctx, pod)
+	p, err := h.b.podIn(ctx, h.sc, pod)
 	if err != nil {
 		return err
 	}
@@ -248,7 +268,7 @@ func (h *podHandle) Down(ctx context.Context, d backend.Down) error {
 		h.mu.Unlock()
 	default:
 		grace := int64(d.Grace.Round(time.Second) / time.Second)
-		if err := h.b.deletePod(ctx, pod, grace); err != nil {
+		if err := h.b.deletePodIn(ctx, h.sc, pod, grace); err != nil {
 			return err
 		}
 	}
@@ -256,7 +276,7 @@ func (h *podHandle) Down(ctx context.Context, d backend.Down) error {
 	h.gone = append(h.gone, uid)
 	h.deleted = true
 	h.mu.Unlock()
-	return h.b.waitPodGone(ctx, pod, uid)
+	return h.b.waitPodGoneIn(ctx, h.sc, pod, uid)
 }
 
 // downInPlace kills the pod's container from inside the pod: only
@@ -284,13 +304,13 @@ func (h *podHandle) downInPlace(ctx context.Context, p *corev1.Pod, d backend.Do
 	if d.Grace > 0 {
 		sig = "TERM"
 	}
-	if _, err := h.b.signalContainer(ctx, p.Name, name, st.ContainerID, sig); err != nil {
+	if _, err := h.b.signalContainerIn(ctx, h.sc, p.Name, name, st.ContainerID, sig); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(max(d.Grace, 30*time.Second))
 	termEnds := time.Now().Add(d.Grace)
 	for {
-		q, err := h.b.podOf(ctx, p.Name)
+		q, err := h.b.podIn(ctx, h.sc, p.Name)
 		if err != nil {
 			return err
 		}
@@ -299,7 +319,7 @@ func (h *podHandle) downInPlace(ctx context.Context, p *corev1.Pod, d backend.Do
 		}
 		if sig == "TERM" && time.Now().After(termEnds) {
 			sig = "KILL"
-			if _, err := h.b.signalContainer(ctx, p.Name, name, st.ContainerID, sig); err != nil {
+			if _, err := h.b.signalContainerIn(ctx, h.sc, p.Name, name, st.ContainerID, sig); err != nil {
 				return err
 			}
 		}
@@ -324,7 +344,7 @@ func (h *podHandle) Up(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 		defer cancel()
 		for {
-			p, err := h.b.podOf(ctx, pod)
+			p, err := h.b.podIn(ctx, h.sc, pod)
 			if err != nil {
 				return err
 			}
@@ -358,7 +378,7 @@ func (h *podHandle) awaitReplacement(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
-		pods, err := h.b.runPods(ctx, sel)
+		pods, _, err := h.b.podsIn(ctx, h.sc, sel)
 		if err == nil {
 			for _, p := range pods {
 				if p.DeletionTimestamp == nil && !slices.Contains(gone, string(p.UID)) && p.Status.Phase == corev1.PodRunning {
@@ -392,7 +412,7 @@ func (h *podHandle) Ready(ctx context.Context) error {
 	defer cancel()
 	for {
 		pod, _ := h.current()
-		p, err := h.b.podOf(ctx, pod)
+		p, err := h.b.podIn(ctx, h.sc, pod)
 		if err == nil && podReady(p) && (h.t == nil || h.t.spec.Health == "" || h.t.healthy(ctx)) {
 			return nil
 		}
@@ -419,7 +439,7 @@ func (h *podHandle) scaleDown(ctx context.Context, ref controllerRef) error {
 		hd.users++
 		return nil
 	}
-	n, err := h.b.scale(ctx, ref, 0)
+	n, err := h.b.scale(ctx, h.sc, ref, 0)
 	if err != nil {
 		return err
 	}
@@ -442,7 +462,7 @@ func (h *podHandle) scaleUp(ctx context.Context, key string) error {
 		return nil
 	}
 	delete(t.held, key)
-	if _, err := h.b.scale(ctx, hd.ref, hd.replicas); err != nil {
+	if _, err := h.b.scale(ctx, h.sc, hd.ref, hd.replicas); err != nil {
 		return err
 	}
 	h.b.run.Record("controller.scaled", rundir.F("target", t.name), rundir.F("controller", key), rundir.F("replicas", hd.replicas))
@@ -452,7 +472,7 @@ func (h *podHandle) scaleUp(ctx context.Context, key string) error {
 // controllerRef names the controller that keeps a pod's replicas: a
 // Deployment (through its ReplicaSet), a ReplicaSet or a StatefulSet.
 type controllerRef struct {
-	kind, name string
+	ns, kind, name string
 }
 
 func (r controllerRef) key() string { return r.kind + "/" + r.name }
@@ -466,23 +486,24 @@ func (b *Backend) controllerOf(ctx context.Context, p *corev1.Pod) (controllerRe
 	}
 	switch owner.Kind {
 	case "ReplicaSet":
-		rs, err := b.cs.ReplicaSets(b.ns).Get(ctx, owner.Name, metav1.GetOptions{})
+		rs, err := b.cs.ReplicaSets(p.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
 		if err != nil {
 			return controllerRef{}, false, err
 		}
 		if d := metav1.GetControllerOf(rs); d != nil && d.Kind == "Deployment" {
-			return controllerRef{"Deployment", d.Name}, true, nil
+			return controllerRef{p.Namespace, "Deployment", d.Name}, true, nil
 		}
-		return controllerRef{"ReplicaSet", rs.Name}, true, nil
+		return controllerRef{p.Namespace, "ReplicaSet", rs.Name}, true, nil
 	case "StatefulSet":
-		return controllerRef{"StatefulSet", owner.Name}, true, nil
+		return controllerRef{p.Namespace, "StatefulSet", owner.Name}, true, nil
 	}
 	return controllerRef{}, false, nil
 }
 
 // controllerAPI is what the harness does to a controller of one kind.
 type controllerAPI struct {
-	labels      func() (map[string]string, error)
+	meta        func() (metav1.ObjectMeta, error)
+	patch       func(data []byte) error
 	getScale    func() (*autoscalingv1.Scale, error)
 	updateScale func(*autoscalingv1.Scale) error
 	delete      func(metav1.DeleteOptions) error
@@ -490,13 +511,18 @@ type controllerAPI struct {
 
 // api returns the calls for ref's kind.
 func (b *Backend) api(ctx context.Context, ref controllerRef) (controllerAPI, error) {
+	return apiFor(ctx, b.cs, ref)
+}
+
+// apiFor returns the calls for ref's kind on client cs.
+func apiFor(ctx context.Context, cs kubeapi.Interface, ref controllerRef) (controllerAPI, error) {
 	switch ref.kind {
 	case "Deployment":
-		return scalableAPI(ctx, b.cs.Deployments(b.ns), ref.name), nil
+		return scalableAPI(ctx, cs.Deployments(ref.ns), ref.name), nil
 	case "ReplicaSet":
-		return scalableAPI(ctx, b.cs.ReplicaSets(b.ns), ref.name), nil
+		return scalableAPI(ctx, cs.ReplicaSets(ref.ns), ref.name), nil
 	case "StatefulSet":
-		return scalableAPI(ctx, b.cs.StatefulSets(b.ns), ref.name), nil
+		return scalableAPI(ctx, cs.StatefulSets(ref.ns), ref.name), nil
 	}
 	return controllerAPI{}, fmt.Errorf("cannot act on a %s", ref.kind)
 }
@@ -508,17 +534,22 @@ type scalable[T metav1.Object] interface {
 	GetScale(ctx context.Context, name string, opts metav1.GetOptions) (*autoscalingv1.Scale, error)
 	UpdateScale(ctx context.Context, name string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 }
 
 // scalableAPI is controllerAPI over one controller n of client c.
 func scalableAPI[T metav1.Object](ctx context.Context, c scalable[T], n string) controllerAPI {
 	return controllerAPI{
-		labels: func() (map[string]string, error) {
+		meta: func() (metav1.ObjectMeta, error) {
 			o, err := c.Get(ctx, n, metav1.GetOptions{})
 			if err != nil {
-				return nil, err
+				return metav1.ObjectMeta{}, err
 			}
-			return o.GetLabels(), nil
+			return metav1.ObjectMeta{Name: o.GetName(), Namespace: o.GetNamespace(), UID: o.GetUID(), Labels: o.GetLabels(), Annotations: o.GetAnnotations()}, nil
+		},
+		patch: func(data []byte) error {
+			_, err := c.Patch(ctx, n, types.MergePatchType, data, metav1.PatchOptions{})
+			return err
 		},
 		getScale: func() (*autoscalingv1.Scale, error) { return c.GetScale(ctx, n, metav1.GetOptions{}) },
 		updateScale: func(s *autoscalingv1.Scale) error {
@@ -529,44 +560,77 @@ func scalableAPI[T metav1.Object](ctx context.Context, c scalable[T], n string) 
 	}
 }
 
-// ours returns ref's calls after checking it carries the run's label.
-func (b *Backend) ours(ctx context.Context, ref controllerRef) (controllerAPI, error) {
+// ours returns ref's calls after checking it carries the run's label, or,
+// in an external scope, the owner's consent (on it or its namespace).
+func (b *Backend) ours(ctx context.Context, sc scope, ref controllerRef) (controllerAPI, error) {
 	a, err := b.api(ctx, ref)
 	if err != nil {
 		return a, err
 	}
-	l, err := a.labels()
+	m, err := a.meta()
 	if err != nil {
 		return a, err
 	}
-	if l[LabelRun] != b.run.ID {
-		return a, fmt.Errorf("%s: %w", ref.key(), errNotOurs)
+	if m.Labels[LabelRun] == b.run.ID {
+		return a, nil
 	}
-	return a, nil
+	if sc.external && ref.ns == sc.ns {
+		if allows(m) {
+			return a, nil
+		}
+		ns, err := b.cs.Namespaces().Get(ctx, ref.ns, metav1.GetOptions{})
+		if err == nil && allows(ns.ObjectMeta) {
+			return a, nil
+		}
+		return a, fmt.Errorf("refused: %s in namespace %s: neither it nor its namespace carries %s: \"true\"", ref.key(), ref.ns, ConsentKey)
+	}
+	return a, fmt.Errorf("%s: %w", ref.key(), errNotOurs)
+}
+
+// controllerMeta reads a controller's metadata.
+func (b *Backend) controllerMeta(ctx context.Context, ref controllerRef) (metav1.ObjectMeta, error) {
+	a, err := b.api(ctx, ref)
+	if err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	return a.meta()
 }
 
 // scale sets a controller's replicas through its scale subresource, after
-// checking it carries the run's label, and returns the replicas it had.
-func (b *Backend) scale(ctx context.Context, ref controllerRef, replicas int32) (int32, error) {
-	a, err := b.ours(ctx, ref)
+// checking it may (ours), and returns the replicas it had. Before an
+// external controller is scaled down, the replicas to give back are
+// written on it (journalScale); once they are back, that goes.
+func (b *Backend) scale(ctx context.Context, sc scope, ref controllerRef, replicas int32) (int32, error) {
+	a, err := b.ours(ctx, sc, ref)
 	if err != nil {
 		return 0, err
 	}
-	sc, err := a.getScale()
+	sc2, err := a.getScale()
 	if err != nil {
 		return 0, err
 	}
-	was := sc.Spec.Replicas
-	sc.Spec.Replicas = replicas
-	if err := a.updateScale(sc); err != nil {
+	was := sc2.Spec.Replicas
+	journal := sc.external && replicas < was
+	if journal {
+		if err := b.journalScale(ctx, ref, was); err != nil {
+			return 0, fmt.Errorf("writing the replicas of %s to give back on it: %w", ref.key(), err)
+		}
+	}
+	sc2.Spec.Replicas = replicas
+	if err := a.updateScale(sc2); err != nil {
 		return 0, fmt.Errorf("scaling %s to %d: %w", ref.key(), replicas, err)
+	}
+	if sc.external && !journal {
+		if err := b.unjournalScale(ctx, ref); err != nil {
+			return was, fmt.Errorf("removing the journal of %s: %w", ref.key(), err)
+		}
 	}
 	return was, nil
 }
 
 // deleteController deletes a controller of the run, with its pods.
 func (b *Backend) deleteController(ctx context.Context, ref controllerRef) error {
-	a, err := b.ours(ctx, ref)
+	a, err := b.ours(ctx, b.runScope(), ref)
 	if err == nil {
 		fg := metav1.DeletePropagationForeground
 		err = a.delete(metav1.DeleteOptions{PropagationPolicy: &fg})

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
@@ -100,6 +101,7 @@ type (
 		Getter[T]
 		Lister[L]
 		Deleter
+		Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
 		GetScale(ctx context.Context, name string, opts metav1.GetOptions) (*autoscalingv1.Scale, error)
 		UpdateScale(ctx context.Context, name string, scale *autoscalingv1.Scale, opts metav1.UpdateOptions) (*autoscalingv1.Scale, error)
 	}
@@ -268,6 +270,12 @@ func (r *resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (wa
 func (r *resource[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
 	out := r.newObj()
 	err := r.on(r.c.Post()).VersionedParams(&opts, ParameterCodec()).Body(obj).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r *resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	out := r.newObj()
+	err := r.on(r.c.Patch(pt)).Name(name).SubResource(subresources...).VersionedParams(&opts, ParameterCodec()).Body(data).Do(ctx).Into(out)
 	return out, err
 }
 

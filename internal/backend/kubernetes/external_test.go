@@ -1,0 +1,118 @@
+package kubernetes
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/backendtest"
+)
+
+// An external pod target acts only on pods whose namespace, controller or
+// own metadata carries the consent, that still match its labels when the
+// call reads them again; a look-alike elsewhere is never listed, and a
+// consent withdrawn between the selection and the fault stops the fault.
+func TestExternalTargetConsent(t *testing.T) {
+	yes := map[string]string{ConsentKey: "true"}
+	gw := map[string]string{"app": "gateway"}
+	ctrl := true
+	objects := func() []corev1.Pod {
+		return []corev1.Pod{
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "gateway-a", Labels: gw, UID: "a"}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "gateway-b", Labels: gw, UID: "b"}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "gateway-c", Labels: gw, UID: "c",
+				OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "gateway-rs", Controller: &ctrl}}}},
+			{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "gateway-d", Labels: gw, Annotations: yes, UID: "d"}},
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		ns         string
+		deployment map[string]string // the annotations of gateway-c's Deployment
+		want       []string
+		wantErr    string
+	}{
+		{name: "the namespace consents", ns: "gw", want: []string{"gateway-a"}},
+		{name: "only the pod that consents, in a namespace that does not", ns: "plain", want: []string{"gateway-d"}},
+		{name: "a Deployment that consents", ns: "plain", deployment: yes, want: []string{"gateway-c", "gateway-d"}},
+		{name: "no namespace named", ns: "", wantErr: "options.target-namespaces"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset(
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gw", Labels: yes}},
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
+				&appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "gateway-rs",
+					OwnerReferences: []metav1.OwnerReference{{Kind: "Deployment", Name: "gateway", Controller: &ctrl}}}},
+				&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "gateway", Annotations: tc.deployment}},
+			)
+			for _, p := range objects() {
+				if _, err := cs.CoreV1().Pods(p.Namespace).Create(context.Background(), &p, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			spec := &adapter.Target{Type: adapter.TypePod, Lifecycle: "external", Labels: gw}
+			a := &adapter.Adapter{ID: "k", Backend: Name, Targets: adapter.Targets{Named: map[string]*adapter.Target{"gateway": spec}}}
+			b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{cs}}
+			b.opts.targetNamespaces = map[string]string{}
+			if tc.ns != "" {
+				b.opts.targetNamespaces["gateway"] = tc.ns
+			}
+			tgt, err := b.OpenTarget(context.Background(), "gateway", spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs, err := tgt.Handles(context.Background())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one that says %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range hs {
+				got = append(got, h.ID())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("handles %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	t.Run("consent withdrawn before the kill", func(t *testing.T) {
+		cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gw", Labels: yes}})
+		p := objects()[0]
+		if _, err := cs.CoreV1().Pods("gw").Create(context.Background(), &p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		spec := &adapter.Target{Type: adapter.TypePod, Lifecycle: "external", Labels: gw}
+		a := &adapter.Adapter{ID: "k", Backend: Name, Targets: adapter.Targets{Named: map[string]*adapter.Target{"gateway": spec}}}
+		b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{cs}}
+		b.opts.namespace = "gw"
+		tgt, _ := b.OpenTarget(context.Background(), "gateway", spec)
+		hs, err := tgt.Handles(context.Background())
+		if err != nil || len(hs) != 1 {
+			t.Fatalf("%d handles, %v", len(hs), err)
+		}
+		if _, err := cs.CoreV1().Namespaces().Update(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gw"}}, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err = hs[0].Down(context.Background(), backend.Down{})
+		if err == nil || !strings.Contains(err.Error(), ConsentKey) {
+			t.Fatalf("Down: %v, want a refusal naming %s", err, ConsentKey)
+		}
+		if _, err := cs.CoreV1().Pods("gw").Get(context.Background(), "gateway-a", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			t.Fatal("the pod was deleted without consent")
+		}
+	})
+}
