@@ -75,6 +75,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", t.Signal, a.ID, s.Unavailable))
 		}
 	}
+	b.aims()
 	x.EachCheck(func(p string, c *experiment.Check) {
 		if c.Kind == experiment.CheckStall && c.File != "" && a.Instance.HasHooks() {
 			b.na(fmt.Sprintf("check %s watches a file inside instances, which the adapter's hooks make and the harness cannot look into", c.Name))

@@ -28,6 +28,11 @@ func (e *engine) runFlow(ctx context.Context) {
 		ctx, cancel = context.WithTimeoutCause(ctx, e.x.Timeout.D(), errFlowTimeout)
 		defer cancel()
 	}
+	untap := e.tapSignals()
+	defer untap()
+	if m := e.x.Matrix; m != nil {
+		e.rec.Record("matrix.cells", rundir.F("cells", m.Cells()))
+	}
 	disarm := e.armTriggers(ctx)
 	err := e.node(ctx, e.x.Flow)
 	disarm()
@@ -164,28 +169,31 @@ func (e *engine) repeat(ctx context.Context, f *experiment.FlowNode) error {
 	}
 }
 
-// waitSignal waits for the next line matching the adapter's signal after
-// the wait began, then for the wait's delay. A timeout is a flow error.
+// waitSignal waits for the first line matching the adapter's signal since
+// the moment the wait's since names (by default the wait's own start: the
+// next line), then for the wait's delay. A timeout is a flow error.
 func (e *engine) waitSignal(ctx context.Context, w *experiment.Wait) error {
 	sig := e.a.Signals[w.Signal]
+	since := e.reg.signals.sinceTime(w.Since, time.Now())
 	if w.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, w.Timeout.D(), fmt.Errorf("wait for signal %s timed out after %s", w.Signal, w.Timeout))
 		defer cancel()
 	}
-	ch, unsubscribe, err := e.subscribeSignal(w.Signal)
+	l, err := e.signalSince(ctx, w.Signal, since)
 	if err != nil {
 		return err
 	}
-	defer unsubscribe()
-	select {
-	case l := <-ch:
-		e.rec.Record("signal.matched", rundir.F("signal", w.Signal), rundir.F("watch", sig.Watch), rundir.F("line", l.Text), rundir.F("delay", w.Delay.String()))
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	fields := []rundir.Field{rundir.F("signal", w.Signal), rundir.F("watch", sig.Watch), rundir.F("line", l.Text), rundir.F("delay", w.Delay.String())}
+	if w.Since != "" {
+		fields = append(fields, rundir.F("since", w.Since), rundir.F("line_t", roundSeconds(l.TS.Sub(e.rec.Start()).Seconds())))
 	}
+	e.rec.Record("signal.matched", fields...)
 	return backend.Sleep(ctx, w.Delay.D())
 }
+
+// roundSeconds rounds to the millisecond, as the timeline's times are.
+func roundSeconds(t float64) float64 { return float64(int64(t*1e3+0.5)) / 1e3 }
 
 // waitWorkload waits until the workload's instances meet the condition.
 func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
@@ -195,6 +203,7 @@ func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
 		defer cancel()
 	}
 	insts := e.reg.workload(w.Workload)
+	begun := time.Now()
 	cond := func() (bool, error) {
 		for _, in := range insts {
 			// An instance whose backend reported it running before its
@@ -222,6 +231,15 @@ func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
 				}
 			case experiment.CondFinished:
 				if !in.state.Terminal() {
+					return false, nil
+				}
+			case experiment.CondReady:
+				// Ready since its latest start (markReady), or, with
+				// since: now, since the wait began.
+				if in.state.Terminal() {
+					return false, fmt.Errorf("instance %s ended (%s) before all of %s were ready", in.name, in.state, w.Workload)
+				}
+				if !in.ready || w.Since == experiment.SinceNow && in.readyAt.Before(begun) {
 					return false, nil
 				}
 			case experiment.CondSucceeded:
@@ -316,6 +334,7 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 	e.rec.Record("instance.created", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("system_id", inst.ID()))
 	e.reg.update(func() { h.created = true })
 	e.sampleProgress(w, h, inst)
+	e.watchReady(w, h, inst)
 
 	var timeout <-chan time.Time
 	if w.Timeout > 0 {
@@ -345,6 +364,10 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 
 // setState records a state change and wakes waiters.
 func (e *engine) setState(h *instanceHandle, s backend.State, reason string) {
+	if s == backend.Pending {
+		// Taken down: what it reports from here on is its next start's.
+		e.markReady(h)
+	}
 	e.reg.update(func() {
 		h.state = s
 		if s == backend.Running {

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"sync"
+	"time"
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/observe"
 )
 
 // instanceHandle is the engine's view of one instance.
@@ -19,6 +21,13 @@ type instanceHandle struct {
 	everRan   bool
 	collected bool
 	deleted   bool
+	// ready says the instance reported itself ready (Workload.Ready)
+	// since its latest start, at readyAt; readyGen counts its starts as
+	// markReady saw them, readyMark is where its files stood then.
+	ready     bool
+	readyAt   time.Time
+	readyGen  int
+	readyMark readyMark
 	// finishing serialises collecting and deleting the instance.
 	finishing sync.Mutex
 }
@@ -29,10 +38,13 @@ type registry struct {
 	mu        sync.Mutex
 	instances map[string][]*instanceHandle // by workload
 	changed   chan struct{}
+	// signals is what signal waits look back at.
+	signals *signalLog
 }
 
 func newRegistry(x *experiment.Experiment) *registry {
-	r := &registry{instances: map[string][]*instanceHandle{}, changed: make(chan struct{})}
+	r := &registry{instances: map[string][]*instanceHandle{}, changed: make(chan struct{}),
+		signals: &signalLog{lines: map[string][]observe.Line{}, opStarted: map[string]time.Time{}}}
 	for _, w := range x.Workloads {
 		for i := 0; i < w.InstanceCount(); i++ {
 			r.instances[w.Name] = append(r.instances[w.Name], &instanceHandle{workload: w.Name, name: experiment.InstanceName(w.Name, i), index: i})

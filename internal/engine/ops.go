@@ -40,12 +40,16 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 	e.opRuns[o.Name]++
 	run := e.opRuns[o.Name]
 	e.mu.Unlock()
+	o = e.opApplied(o, run) // readiness.go: since, duration-max
 	rng := e.rng(o.Name, run)
 
 	if o.Uses == experiment.FaultPartition {
 		return e.applyPartition(ctx, o, run, rng)
 	}
 	victims, scope, err := e.candidates(ctx, o)
+	if err == nil {
+		victims, err = e.skipCandidates(ctx, o, run, victims) // readiness.go
+	}
 	if err != nil {
 		return fmt.Errorf("operation %s: %w", o.Name, err)
 	}
@@ -81,7 +85,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 	}
 	ops := make([]fault.Op, len(victims))
 	for i := range victims {
-		ops[i] = fault.Op{Operation: o.Name, Fault: o.Uses, Duration: o.Duration.D(), Grace: o.Grace.D(), Run: run}
+		ops[i] = fault.Op{Operation: o.Name, Fault: o.Uses, Duration: o.Duration.D(), Grace: o.Grace.D(), Run: run, Aims: e.phaseAims(o)}
 		if experiment.IsNetworkFault(o.Uses) {
 			// Each victim's jitter (of a latency) is drawn from a seed of
 			// its own, after the selection and the delays.

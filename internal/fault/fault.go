@@ -58,7 +58,16 @@ type Op struct {
 	// network fault (not a partition: see Partition).
 	Net     *netfault.Manager
 	Network *netfault.Spec
+	// Aims aim a crash loop's recovering and ready kills (by phase) at
+	// what the target reports; a phase without one keeps the default:
+	// the recovering kill comes once it has started, the ready kill once
+	// it is healthy.
+	Aims map[string]Aim
 }
+
+// Aim waits until the target reports a phase, counting only what it
+// reported at or after since (the kill before), and says what it saw.
+type Aim func(ctx context.Context, since time.Time) (string, error)
 
 // Env is what a fault needs from the run applying it.
 type Env interface {
@@ -176,35 +185,70 @@ func crashLoop(ctx context.Context, env Env, op Op, h backend.Handle) error {
 	// Once the first kill has landed the handle is always brought back: an
 	// abort in between ends the loop early with the handle up and ready.
 	bg := context.WithoutCancel(ctx)
-	kill := func(ctx context.Context, phase string) error {
-		env.Record("crash-loop.kill", rundir.F("operation", op.Operation), rundir.F("target", h.Name()), rundir.F("phase", phase), rundir.F("id", h.ID()))
-		return h.Down(ctx, backend.Down{Reason: "CrashLoop"})
+	var downAt time.Time
+	kill := func(ctx context.Context, phase, aimed string) error {
+		fields := []rundir.Field{rundir.F("operation", op.Operation), rundir.F("target", h.Name()), rundir.F("phase", phase), rundir.F("id", h.ID())}
+		if aimed != "" {
+			fields = append(fields, rundir.F("on", aimed))
+		}
+		env.Record("crash-loop.kill", fields...)
+		err := h.Down(ctx, backend.Down{Reason: "CrashLoop"})
+		downAt = time.Now()
+		return err
 	}
-	aborted := func() error {
-		return errors.Join(context.Cause(ctx), back(bg, env, op, h))
+	aborted := func(err error) error {
+		return errors.Join(err, back(bg, env, op, h))
 	}
-	if err := kill(bg, PhaseFirst); err != nil {
+	// settle ends the loop early on a target that is already up: an aim
+	// that saw nothing, an abort while it waited.
+	settle := func(err error) error {
+		if rerr := h.Ready(bg); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		env.Back(h)
+		return err
+	}
+	// aim waits for the phase's aim, if it has one, after Up.
+	aim := func(phase string) (string, bool, error) {
+		a := op.Aims[phase]
+		if a == nil {
+			return "", false, nil
+		}
+		what, err := a(ctx, downAt)
+		return what, true, err
+	}
+	if err := kill(bg, PhaseFirst, ""); err != nil {
 		return err
 	}
 	if err := h.Up(bg); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
-		return aborted()
+		return aborted(context.Cause(ctx))
 	}
-	if err := kill(bg, PhaseRecovering); err != nil {
+	what, _, err := aim(PhaseRecovering)
+	if err != nil {
+		return settle(err)
+	}
+	if err := kill(bg, PhaseRecovering, what); err != nil {
 		return err
 	}
 	if err := h.Up(bg); err != nil {
 		return err
 	}
-	if err := h.Ready(bg); err != nil {
-		return err
+	what, aimed, err := aim(PhaseReady)
+	if err != nil {
+		return settle(err)
+	}
+	if !aimed {
+		if err := h.Ready(bg); err != nil {
+			return err
+		}
 	}
 	if ctx.Err() != nil {
-		return aborted()
+		return aborted(context.Cause(ctx))
 	}
-	if err := kill(bg, PhaseReady); err != nil {
+	if err := kill(bg, PhaseReady, what); err != nil {
 		return err
 	}
 	return back(bg, env, op, h)
