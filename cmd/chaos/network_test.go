@@ -113,10 +113,11 @@ func TestNetworkFaultsOnLocal(t *testing.T) {
 	}
 }
 
-// nftTables lists the nftables tables in the network namespace of pid.
+// nftTables lists the nftables ruleset (iptables-nft's chains too) in the
+// network namespace of pid.
 func nftTables(t *testing.T, pid int) string {
 	t.Helper()
-	out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", "--", "nft", "list", "tables").CombinedOutput()
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", "--", "nft", "list", "ruleset").CombinedOutput()
 	if err != nil {
 		t.Fatalf("nft list tables in the namespace of %d: %v\n%s", pid, err, out)
 	}
@@ -152,7 +153,7 @@ func TestNetworkCleanupAfterAKilledRun(t *testing.T) {
 		t.Fatalf("chaos cleanup: %v\n%s", err, out)
 	}
 	t.Logf("chaos cleanup:\n%s", out)
-	if !strings.Contains(string(out), "removed blackhole rule "+table+" (nftables) of run "+runID+" on w-0") {
+	if !strings.Contains(string(out), "removed blackhole rule "+table+" (nfqueue-drop) of run "+runID+" on w-0") {
 		t.Errorf("chaos cleanup did not say it removed %s:\n%s", table, out)
 	}
 	if st, err := procState(pid); err == nil && st != 'Z' {
