@@ -165,12 +165,19 @@ func oneLine(s string) string {
 
 // gather reads every timestamped source (runview.Lines): the timeline, each
 // watcher, failed scrapes and the target and hook logs with times of their
-// own. note says what was left out or refused.
+// own, and the instances' own logs and output files (instanceLines). note
+// says what was left out or refused.
 func gather(r *runview.Run) ([]line, string) {
 	ls, note := r.Lines()
 	out := make([]line, len(ls))
 	for i, l := range ls {
 		out[i] = line{t: l.T, source: l.Source, text: l.Text}
+	}
+	inst, instNote := instanceLines(r)
+	out = append(out, inst...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].t < out[j].t })
+	if instNote != "" {
+		note = strings.TrimSpace(note + " " + instNote)
 	}
 	return out, note
 }
