@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/chaos-harness/chaos/internal/cli"
+	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/sigcatch"
 	"github.com/chaos-harness/chaos/internal/startheap"
 )
@@ -16,6 +17,11 @@ import (
 const startingHeap = 32 << 20
 
 func main() {
+	// The resource faults' stress helper is this binary too, placed in a
+	// target's cgroup: it does its work and nothing else of the CLI.
+	if len(os.Args) > 1 && os.Args[1] == fault.StressCommand {
+		os.Exit(fault.StressMain(os.Args[2:]))
+	}
 	startheap.Adjust(startingHeap)
 	// SIGINT, SIGTERM and SIGHUP are caught from package sigcatch's init
 	// when the binary is named chaos; from here on whatever its name.

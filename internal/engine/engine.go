@@ -28,6 +28,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/buildinfo"
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/observe"
 	"github.com/chaos-harness/chaos/internal/otlp"
@@ -115,6 +116,9 @@ type engine struct {
 	runner shell.Runner
 	redact *redact.Redactor
 	brun   *backend.Run
+	// resOnce makes resJ, the run's resource journal (resource.go).
+	resOnce sync.Once
+	resJ    *fault.ResourceJournal
 
 	// be makes the instances; opened holds every backend opened for the
 	// run, by name, in the order they were opened.

@@ -93,6 +93,9 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 				return fmt.Errorf("operation %s: %w", o.Name, err)
 			}
 		}
+		if experiment.IsResourceFault(o.Uses) {
+			ops[i].Resource, ops[i].Journal = o.Resource, e.resourceJournal()
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(victims))
@@ -110,7 +113,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 		}()
 	}
 	wg.Wait()
-	held := o.Uses == experiment.FaultOutage || ((o.Uses == experiment.FaultFreeze || experiment.IsNetworkFault(o.Uses)) && o.Duration > 0)
+	held := o.Uses == experiment.FaultOutage || ((o.Uses == experiment.FaultFreeze || experiment.IsNetworkFault(o.Uses) || experiment.IsResourceFault(o.Uses)) && o.Duration > 0)
 	if err := errors.Join(errs...); err != nil {
 		// An abort cuts the hold short, but the fault reverts itself
 		// before it returns (a thaw, a restart): say so.

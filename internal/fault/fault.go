@@ -58,6 +58,10 @@ type Op struct {
 	// network fault (not a partition: see Partition).
 	Net     *netfault.Manager
 	Network *netfault.Spec
+	// Resource is the parameters of a resource fault, and Journal the
+	// run's journal of them (resource.go).
+	Resource *experiment.Resource
+	Journal  *ResourceJournal
 	// Aims aim a crash loop's recovering and ready kills (by phase) at
 	// what the target reports; a phase without one keeps the default:
 	// the recovering kill comes once it has started, the ready kill once
@@ -140,6 +144,9 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		return applyNetwork(ctx, env, op, h)
 	case experiment.FaultPartition:
 		return errors.New("a partition acts on all its members at once (fault.Partition)")
+	}
+	if experiment.IsResourceFault(op.Fault) {
+		return applyResource(ctx, env, op, h)
 	}
 	return fmt.Errorf("unknown fault %s", op.Fault)
 }

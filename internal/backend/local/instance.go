@@ -38,6 +38,8 @@ type instance struct {
 	// member is the instance's network namespace, when the adapter asks
 	// for one (netns.go).
 	member *netMember
+	// res is what resource faults on it left to know (resource.go).
+	res resState
 }
 
 func (in *instance) start() error {
@@ -83,7 +85,7 @@ func (in *instance) watch(p *proc.Process, exited chan struct{}) {
 	case code != 0:
 		state, reason = backend.Failed, "ExitCode"+strconv.Itoa(code)
 	}
-	in.end(state, reason)
+	in.end(state, in.endReason(state, reason))
 }
 
 // end records how the instance ended and closes Done, once.

@@ -95,6 +95,9 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 
 // targetSupport makes them n/a on targets the run does not own.
 func targetSupport(a *adapter.Adapter, name string, t *adapter.Target, fault string) string {
+	if why := resourceTargetSupport(name, t, fault); why != "" {
+		return why
+	}
 	if experiment.IsNetworkFault(fault) && t.Lifecycle != "run" {
 		return fmt.Sprintf("target %s is external: it runs in the host's network namespace, which the harness never changes (a target the run owns, lifecycle: run, gets a namespace of its own)", name)
 	}

@@ -1,0 +1,504 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/backendtest"
+	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/fault"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// The test binary is the stress helper too, as the chaos binary is, and
+// the workloads the proofs watch.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == fault.StressCommand {
+		os.Exit(fault.StressMain(os.Args[2:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == resourceWorkload {
+		os.Exit(workload(os.Args[2], os.Args[3:]))
+	}
+}
+
+const resourceWorkload = "__resource-workload"
+
+// workload is a program under a resource fault: pass FILE reads every
+// page of FILE through mmap, over and over, printing each pass's time;
+// alloc MIB allocates and touches MIB MiB, a MiB at a time, then waits.
+func workload(what string, args []string) int {
+	switch what {
+	case "pass":
+		f, err := os.Open(args[0])
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		st, _ := f.Stat()
+		b, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		var sum byte
+		for {
+			start := time.Now()
+			for i := 0; i < len(b); i += 4096 {
+				sum += b[i]
+			}
+			fmt.Printf("pass %v %d\n", time.Since(start), sum)
+			time.Sleep(50 * time.Millisecond)
+		}
+	case "alloc":
+		n, _ := strconv.Atoi(args[0])
+		var keep [][]byte
+		for i := 0; i < n; i++ {
+			b := make([]byte, 1<<20)
+			for j := 0; j < len(b); j += 4096 {
+				b[j] = 1
+			}
+			keep = append(keep, b)
+			fmt.Printf("allocated %d MiB\n", i+1)
+		}
+		fmt.Println("all allocated", len(keep))
+		select {}
+	}
+	return 2
+}
+
+// needControllers fails under CI, and skips elsewhere, where the v1 or v2
+// controllers a resource fault needs cannot be written by this process.
+func needControllers(t *testing.T, ctrls ...string) {
+	t.Helper()
+	h, err := cgroup.FindHierarchies()
+	if err == nil {
+		p := h.PlaceOf(map[string]string{"cpu": "/", "cpuacct": "/", "memory": "/", "blkio": "/", "pids": "/", "": "/"})
+		for _, c := range ctrls {
+			if d, _ := p.Dir(c); d == "" {
+				err = fmt.Errorf("no %s controller", c)
+			}
+		}
+	}
+	if err == nil && os.Geteuid() != 0 {
+		err = errors.New("not root")
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("resource faults cannot be proven here (%v), and CI is set", err)
+		}
+		t.Skipf("resource faults cannot be proven here: %v", err)
+	}
+}
+
+// resEnv is a run as a fault sees it: events are kept, reverts run at
+// the end of the test (as at the end of the flow).
+type resEnv struct {
+	mu      sync.Mutex
+	events  []string
+	fields  []map[string]any
+	reverts []func(context.Context) error
+}
+
+func (e *resEnv) Record(name string, fields ...rundir.Field) {
+	m := map[string]any{}
+	for _, f := range fields {
+		m[f.Key] = f.Value
+	}
+	e.mu.Lock()
+	e.events, e.fields = append(e.events, name), append(e.fields, m)
+	e.mu.Unlock()
+}
+func (e *resEnv) Back(backend.Handle) {}
+func (e *resEnv) Revert(undo func(context.Context) error) func(context.Context) error {
+	var once sync.Once
+	var err error
+	run := func(ctx context.Context) error {
+		once.Do(func() { err = undo(ctx) })
+		return err
+	}
+	e.mu.Lock()
+	e.reverts = append(e.reverts, run)
+	e.mu.Unlock()
+	return run
+}
+
+// event returns the fields of the first event called name.
+func (e *resEnv) event(name string) map[string]any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, n := range e.events {
+		if n == name {
+			return e.fields[i]
+		}
+	}
+	return nil
+}
+
+// applyHeld applies a resource fault with no duration (held until the
+// returned revert), with a journal under the test's own state directory.
+func applyHeld(t *testing.T, env *resEnv, h backend.Handle, uses string, r *experiment.Resource, stateDir string) func() {
+	t.Helper()
+	j := fault.NewResourceJournal("res-"+strconv.Itoa(os.Getpid())+"-"+t.Name(), t.TempDir(), stateDir)
+	op := fault.Op{Operation: "op", Fault: uses, Run: 1, Resource: r, Journal: j}
+	if err := fault.Apply(context.Background(), env, op, h); err != nil {
+		t.Fatalf("applying %s: %v", uses, err)
+	}
+	reverted := false
+	revert := func() {
+		if reverted {
+			return
+		}
+		reverted = true
+		for _, r := range env.reverts {
+			if err := r(context.Background()); err != nil {
+				t.Errorf("reverting %s: %v", uses, err)
+			}
+		}
+	}
+	t.Cleanup(revert)
+	return revert
+}
+
+// cpuOf is a process's CPU time (utime+stime) in seconds.
+func cpuOf(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100 // USER_HZ
+}
+
+// cpuShare measures how much of a CPU pid uses over d.
+func cpuShare(t *testing.T, pid int, d time.Duration) float64 {
+	a := cpuOf(t, pid)
+	time.Sleep(d)
+	return (cpuOf(t, pid) - a) / d.Seconds()
+}
+
+// groupCPUShare measures, from the cpuacct (v1) or cpu.stat (v2) of pid's
+// own group, how much of a CPU the group uses over d.
+func groupCPUShare(t *testing.T, pid int, d time.Duration) (float64, string) {
+	t.Helper()
+	h, err := cgroup.FindHierarchies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cgroup.PlaceOfPid(h, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := cgroup.ReadUsage(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	b, err := cgroup.ReadUsage(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := p.Dir(cgroup.CPUAcct)
+	return float64(b.CPUNanos-a.CPUNanos) / 1e9 / d.Seconds(), dir
+}
+
+// pidFile waits for the instance's script to write its pid to name in
+// its output directory.
+func scriptPid(t *testing.T, in backend.Instance, name string) int {
+	t.Helper()
+	out := in.(*instance).spec.OutputDir
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(out, name)); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return pid
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("the script wrote no %s", name)
+	return 0
+}
+
+// A CPU limit of 20% holds a busy loop at 0.17-0.23 of a CPU, measured
+// from its own group's cpuacct while held, and once reverted it runs as
+// fast as an unlimited busy loop beside it (about a whole CPU on an idle
+// machine; on a busy one the neighbour says what "whole" is now).
+func TestCPULimitHoldsABusyLoop(t *testing.T) {
+	needControllers(t, cgroup.CPU, cgroup.CPUAcct)
+	in := createInstance(t, New(backendtest.NewRun(t, nil)), "sh -c 'echo $$ > busy.pid; while :; do :; done'")
+	pid := scriptPid(t, in, "busy.pid")
+	ref := exec.Command("sh", "-c", "while :; do :; done")
+	if err := ref.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Process.Kill(); ref.Wait() })
+	env := &resEnv{}
+	revert := applyHeld(t, env, in, experiment.FaultCPULimit, &experiment.Resource{CPU: "20%"}, t.TempDir())
+	time.Sleep(300 * time.Millisecond) // the quota's first periods
+	r0 := cpuOf(t, ref.Process.Pid)
+	held, dir := groupCPUShare(t, pid, 3*time.Second)
+	free := (cpuOf(t, ref.Process.Pid) - r0) / 3
+	t.Logf("held at 20%%: %.3f of a CPU (%s/cpuacct.usage); an unlimited neighbour: %.3f", held, dir, free)
+	switch {
+	case held > 0.23:
+		t.Errorf("a busy loop under a 20%% CPU limit used %.3f of a CPU, want 0.17-0.23", held)
+	case held < 0.17 && free >= 0.5:
+		t.Errorf("a busy loop under a 20%% CPU limit used %.3f of a CPU while its neighbour got %.3f, want 0.17-0.23", held, free)
+	case held < 0.17:
+		t.Logf("the machine is too busy (a neighbour gets %.3f of a CPU) to hold the lower bound", free)
+	}
+	revert()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the fault's group %s is still there after the revert", dir)
+	}
+	r0 = cpuOf(t, ref.Process.Pid)
+	after := cpuShare(t, pid, 3*time.Second)
+	free = (cpuOf(t, ref.Process.Pid) - r0) / 3
+	t.Logf("after the revert: %.3f of a CPU; the unlimited neighbour: %.3f", after, free)
+	if after < 0.7*free || (free >= 0.5 && after < 0.7) {
+		t.Errorf("after the revert the busy loop used %.3f of a CPU, its unlimited neighbour %.3f: still limited", after, free)
+	}
+}
+
+// Memory pressure makes the kernel reclaim a program's working set of
+// file pages above the soft limit: its group's counters show reclaim and
+// limit hits, each pass over the working set is measurably slower than the
+// same program's beside it without the fault, it is not killed, and once
+// reverted its passes are fast again.
+func TestMemoryPressureReclaimsAndSlows(t *testing.T) {
+	needControllers(t, cgroup.Memory)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "set")
+	// A working set of 96 MiB of file pages on a disk (not tmpfs, whose
+	// pages cannot be reclaimed without swap), out of the page cache, so
+	// each program's reads are charged to its own group.
+	if err := exec.Command("dd", "if=/dev/urandom", "of="+data, "bs=1M", "count=96", "conv=fsync", "status=none").Run(); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(data); err == nil {
+		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+		f.Close()
+	}
+	script := fmt.Sprintf(`read x < go.fifo; exec %s %s pass %s`, os.Args[0], resourceWorkload, data)
+	gated := func() (backend.Instance, string) {
+		in := createInstanceWith(t, New(backendtest.NewRun(t, nil)), script, func(backend.State, string) {}, mkfifo(t))
+		return in, filepath.Join(in.(*instance).spec.Dir, "logs", "process.log")
+	}
+	limited, limLog := gated()
+	free, freeLog := gated()
+	env := &resEnv{}
+	revert := applyHeld(t, env, limited, experiment.FaultMemoryPressure, &experiment.Resource{Memory: "32MiB"}, t.TempDir())
+	open := func(in backend.Instance) {
+		if err := os.WriteFile(filepath.Join(in.(*instance).spec.OutputDir, "go.fifo"), []byte("go\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open(limited)
+	open(free)
+	waitLines(t, limLog, 4)
+	waitLines(t, freeLog, 4)
+	during, unlimited := passTime(t, limLog, 3), passTime(t, freeLog, 3)
+	revert()
+	ev := env.event("resource.reverted")
+	n := lineCount(limLog)
+	waitLines(t, limLog, n+4)
+	after := passTime(t, limLog, 3)
+	t.Logf("a pass over 96 MiB: %v under 32MiB pressure, %v for the same program without it, %v after the revert; counters: %v", during, unlimited, after, ev)
+	if during < 5*unlimited {
+		t.Errorf("a pass took %v under pressure and %v without: not measurably slower", during, unlimited)
+	}
+	if ev["reclaimed_pages"] == nil || ev["limit_hits"] == nil {
+		t.Errorf("the group's counters show no reclaim: %v", ev)
+	}
+	if after*5 > during {
+		t.Errorf("after the revert a pass takes %v, under pressure %v: not fast again", after, during)
+	}
+	select {
+	case <-limited.Done():
+		t.Error("the program ended under pressure; it must only slow down")
+	default:
+	}
+}
+
+func mkfifo(t *testing.T) func(out string) {
+	return func(out string) {
+		if err := syscall.Mkfifo(filepath.Join(out, "go.fifo"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A hard memory limit gets the OOM killer for a program that allocates
+// past it: the instance ends OOMKilled, and the timeline says so.
+func TestMemoryLimitOOMKills(t *testing.T) {
+	needControllers(t, cgroup.Memory)
+	var mu sync.Mutex
+	var states []string
+	run := backendtest.NewRun(t, nil)
+	b := New(run)
+	script := fmt.Sprintf(`echo ready > ready.pid; read x < go.fifo; exec %s %s alloc 256`, os.Args[0], resourceWorkload)
+	in := createInstanceWith(t, b, script, func(s backend.State, reason string) {
+		mu.Lock()
+		states = append(states, string(s)+"/"+reason)
+		mu.Unlock()
+	}, mkfifo(t))
+	waitFile(t, filepath.Join(in.(*instance).spec.OutputDir, "ready.pid"))
+	env := &resEnv{}
+	applyHeld(t, env, in, experiment.FaultMemoryLimit, &experiment.Resource{Memory: "64MiB"}, t.TempDir())
+	if err := os.WriteFile(filepath.Join(in.(*instance).spec.OutputDir, "go.fifo"), []byte("go\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, in)
+	mu.Lock()
+	last := states[len(states)-1]
+	mu.Unlock()
+	if last != "Failed/OOMKilled" {
+		t.Errorf("the instance ended %s, want Failed/OOMKilled (states %v)", last, states)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for env.event("resource.oom-kill") == nil && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if env.event("resource.oom-kill") == nil {
+		t.Errorf("no resource.oom-kill event: %v", env.events)
+	}
+}
+
+// A task limit makes the program's next fork fail with EAGAIN, and its
+// own log says so.
+func TestTaskLimitFailsFork(t *testing.T) {
+	needControllers(t, cgroup.Pids)
+	// perl, not Go: a Go program's runtime itself dies when it cannot
+	// make a thread.
+	script := `exec perl -e '$|=1; while (1) { my $p = fork; if (!defined $p) { print "fork: $!\n" } elsif ($p == 0) { exit 0 } else { waitpid($p, 0); print "fork: ok\n" } select(undef, undef, undef, 0.1) }'`
+	in := createInstance(t, New(backendtest.NewRun(t, nil)), script)
+	log := filepath.Join(in.(*instance).spec.OutputDir, "..", "logs", "process.log")
+	waitLines(t, log, 2)
+	env := &resEnv{}
+	revert := applyHeld(t, env, in, experiment.FaultTaskLimit, &experiment.Resource{Tasks: 1}, t.TempDir())
+	waitFor(t, log, "fork: Resource temporarily unavailable") // EAGAIN
+	revert()
+	n := strings.Count(readFile(t, log), "fork: ok")
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(readFile(t, log), "fork: ok") == n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Count(readFile(t, log), "fork: ok") == n {
+		t.Error("fork still fails after the revert")
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
+func waitFor(t *testing.T, p, s string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(readFile(t, p), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never said %q; it says:\n%s", p, s, readFile(t, p))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitFile(t *testing.T, p string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", p)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func lineCount(p string) int {
+	b, _ := os.ReadFile(p)
+	return strings.Count(string(b), "\n")
+}
+
+func waitLines(t *testing.T, p string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for lineCount(p) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %d lines, want %d:\n%s", p, lineCount(p), n, readFile(t, p))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// passTime is the mean of the last n pass times in the log ("pass 12ms").
+func passTime(t *testing.T, p string, n int) time.Duration {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(readFile(t, p)), "\n")
+	var sum time.Duration
+	got := 0
+	for i := len(lines) - 1; i >= 0 && got < n; i-- {
+		v, ok := strings.CutPrefix(lines[i], "pass ")
+		if !ok {
+			continue
+		}
+		v, _, _ = strings.Cut(v, " ")
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += d
+		got++
+	}
+	if got == 0 {
+		t.Fatalf("no pass times in %s", p)
+	}
+	return sum / time.Duration(got)
+}
+
+func createInstanceWith(t *testing.T, b *Backend, script string, onState func(backend.State, string), prepare func(out string)) backend.Instance {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "output")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prepare(out)
+	wrapper, run := filepath.Join(dir, "wrapper.sh"), filepath.Join(dir, "run.sh")
+	if err := os.WriteFile(wrapper, []byte(backend.WrapperScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(run, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR="+out, "CHAOS_RUN_SCRIPT="+run)
+	in, err := b.Create(context.Background(), backend.InstanceSpec{
+		Workload: "w", Name: "w-0", Dir: dir, OutputDir: out, LogDir: filepath.Join(dir, "logs"),
+		Wrapper: wrapper, Script: run, Env: env, OnState: onState,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Delete(context.Background()) })
+	return in
+}
