@@ -322,6 +322,8 @@ func (b *Backend) restoreScaled(ctx context.Context) error {
 		seen[sc.ns] = true
 		errs = append(errs, restoreJournaled(ctx, b.cs, sc.ns, false, func(m metav1.ObjectMeta) bool { return m.Annotations[AnnotationRestoreRun] == b.run.ID },
 			func(what string) { b.run.Record("controller.restored", rundir.F("controller", what)) }))
+		errs = append(errs, thawJournaled(ctx, b.cs, sc.ns, false, func(m metav1.ObjectMeta) bool { return m.Annotations[AnnotationFrozenBy] == b.run.ID },
+			func(what string) { b.run.Record("pod.thawed", rundir.F("pod", what)) }))
 	}
 	return errors.Join(errs...)
 }

@@ -632,10 +632,6 @@ func (in *instance) Up(ctx context.Context) error {
 // Ready holds once Up has returned: the container runs.
 func (in *instance) Ready(ctx context.Context) error { return nil }
 
-// Freeze and Thaw: Kubernetes cannot pause a pod.
-func (in *instance) Freeze(ctx context.Context) error { return backend.ErrUnsupported }
-func (in *instance) Thaw(ctx context.Context) error   { return backend.ErrUnsupported }
-
 // Collect copies the output out of the pod through the collector (exec and
 // tar, extracted safely), and saves the logs of the main container
 // (container.log) and of each sidecar (<role>.log).

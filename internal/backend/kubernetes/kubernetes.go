@@ -86,9 +86,8 @@ func init() {
 	})
 }
 
-// support says which faults this backend can apply: none of them freezes
-// (Kubernetes cannot pause a pod), a held outage needs a controller to
-// scale, and a container is restarted in place only by kubelet, which
+// support says which faults this backend can apply: a freeze acts on a
+// whole pod (its cgroup), a held outage needs a controller to scale, and a container is restarted in place only by kubelet, which
 // restartPolicy Never forbids.
 func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) string {
 	o, err := parseOptions(a.Options)
@@ -108,7 +107,11 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 	}
 	switch {
 	case fault == experiment.FaultFreeze:
-		return "a pod has no freeze"
+		// freeze.go: the pod's cgroup, on this machine.
+		if on == backend.OnRole && k == backend.Container {
+			return "a sidecar is frozen with its pod: aim the freeze at the instance"
+		}
+		return ""
 	case on == backend.OnInstances || k == backend.Container:
 		switch fault {
 		case experiment.FaultKill:

@@ -504,6 +504,18 @@ func cleanupWith(ctx context.Context, cs kubeapi.Interface, c backend.Cleanup) e
 		return gone
 	}
 	errs = append(errs, restoreJournaled(ctx, cs, "", c.DryRun, eligibleScale, func(s string) { c.Found(restored + " " + s) }))
+	thawed := "thawed"
+	if c.DryRun {
+		thawed = "would thaw"
+	}
+	eligibleThaw := func(m metav1.ObjectMeta) bool {
+		if c.RunID != "" {
+			return m.Annotations[AnnotationFrozenBy] == c.RunID
+		}
+		gone, _ := ownerGone(m)
+		return gone
+	}
+	errs = append(errs, thawJournaled(ctx, cs, "", c.DryRun, eligibleThaw, func(s string) { c.Found(thawed + " " + s) }))
 	return errors.Join(errs...)
 }
 

@@ -422,10 +422,6 @@ func (h *podHandle) Ready(ctx context.Context) error {
 	}
 }
 
-// Freeze and Thaw: Kubernetes cannot pause a pod.
-func (h *podHandle) Freeze(ctx context.Context) error { return backend.ErrUnsupported }
-func (h *podHandle) Thaw(ctx context.Context) error   { return backend.ErrUnsupported }
-
 // scaleDown scales a controller to zero, once however many of its pods an
 // outage takes down, remembering its replicas.
 func (h *podHandle) scaleDown(ctx context.Context, ref controllerRef) error {

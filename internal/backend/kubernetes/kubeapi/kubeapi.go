@@ -81,6 +81,7 @@ type (
 		ListWatcher[*corev1.PodList]
 		Creator[*corev1.Pod]
 		Deleter
+		Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Pod, error)
 		GetLogs(name string, opts *corev1.PodLogOptions) *rest.Request
 	}
 	ConfigMapInterface interface {
