@@ -56,7 +56,7 @@ func TestStopNode(t *testing.T) {
 		}
 	}
 	srcs := verdict.HistorySources(out.Dir, events, nil)
-	h, err := history.Load(srcs, verdict.RunStart(events))
+	h, err := history.Load(context.Background(), srcs, verdict.RunStart(events))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ package history
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/limits"
 )
 
 // File is where an instance's history lives, relative to its output
@@ -143,19 +146,78 @@ type line struct {
 
 // Parse reads one instance's history. start is the run's start (wall clock)
 // used to convert ts; problems are returned with the events that parsed.
+// It reads at most limits.MaxHistoryBytes and limits.MaxHistoryEvents.
 func Parse(r io.Reader, instance string, start time.Time) ([]Event, []Problem, int) {
-	var events []Event
-	var problems []Problem
-	untimed := 0
+	h := &History{}
+	p := newParser(start)
+	_ = p.parse(context.Background(), r, instance, limits.MaxHistoryEvents, h)
+	return h.Events, h.Problems, h.Untimed
+}
+
+// parser turns history lines into events. It interns the short strings
+// every line repeats (process, f), so a million lines hold a few of each
+// instead of a million: a history's memory is its events and values.
+type parser struct {
+	start  time.Time
+	intern map[string]string
+}
+
+func newParser(start time.Time) *parser {
+	return &parser{start: start, intern: map[string]string{}}
+}
+
+func (p *parser) str(b []byte) string {
+	if s, ok := p.intern[string(b)]; ok {
+		return s
+	}
+	if len(p.intern) >= 1<<16 {
+		return string(b)
+	}
+	s := string(b)
+	p.intern[s] = s
+	return s
+}
+
+// parseFile reads one file of a run: at most limits.MaxHistoryBytes, and
+// at most room events.
+func (p *parser) parseFile(ctx context.Context, f *os.File, instance, name string, room int, h *History) error {
+	if fi, err := f.Stat(); err == nil && fi.Size() > limits.MaxHistoryBytes {
+		return &LimitError{fmt.Sprintf("%s is %d bytes; the harness reads a history of at most %d MiB", name, fi.Size(), limits.MaxHistoryBytes>>20)}
+	}
+	lr := &io.LimitedReader{R: f, N: limits.MaxHistoryBytes + 1}
+	err := p.parse(ctx, lr, instance, room, h)
+	if err == errTooMany {
+		return &LimitError{fmt.Sprintf("%s: the histories of the run hold more than %d events together, the most the harness reads", name, limits.MaxHistoryEvents)}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if lr.N <= 0 {
+		return &LimitError{fmt.Sprintf("%s is larger than %d MiB, the most the harness reads of a history", name, limits.MaxHistoryBytes>>20)}
+	}
+	return nil
+}
+
+var errTooMany = errors.New("too many events")
+
+// parse reads lines until r ends, appending events and problems to h.
+func (p *parser) parse(ctx context.Context, r io.Reader, instance string, room int, h *History) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	lastT := 0.0
+	added := 0
 	for n := 1; ; n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		raw, err := readLine(br)
 		if len(raw) == 0 && err != nil {
-			break
+			if err != io.EOF {
+				return err
+			}
+			return nil
 		}
 		if len(raw) > MaxLineBytes {
-			problems = append(problems, Problem{instance, n, fmt.Sprintf("line longer than %d bytes", MaxLineBytes)})
+			h.Problems = append(h.Problems, Problem{instance, n, fmt.Sprintf("line longer than %d bytes", MaxLineBytes)})
 			continue
 		}
 		text := bytes.TrimSpace(raw)
@@ -164,32 +226,39 @@ func Parse(r io.Reader, instance string, start time.Time) ([]Event, []Problem, i
 		}
 		var l line
 		if text[0] != '{' || json.Unmarshal(text, &l) != nil {
-			problems = append(problems, Problem{instance, n, "not a JSON object: " + clip(string(text), 80)})
+			h.Problems = append(h.Problems, Problem{instance, n, "not a JSON object: " + clip(string(text), 80)})
 			continue
 		}
-		e := Event{Instance: instance, Line: n, Type: l.Type, Value: l.Value}
-		e.Process = scalarText(l.Process)
+		e := Event{Instance: instance, Line: n, Value: l.Value}
+		e.Process = p.scalar(l.Process)
 		if e.Process == "" {
 			e.Process = "0"
 		}
-		e.F = scalarText(l.F)
+		e.F = p.scalar(l.F)
 		if len(l.Error) > 0 {
 			e.Error = scalarText(l.Error)
 			if e.Error == "" {
 				e.Error = string(l.Error)
 			}
 		}
-		switch e.Type {
-		case Invoke, OK, Fail, Info:
+		switch l.Type {
+		case Invoke:
+			e.Type = Invoke
+		case OK:
+			e.Type = OK
+		case Fail:
+			e.Type = Fail
+		case Info:
+			e.Type = Info
 		case "":
-			problems = append(problems, Problem{instance, n, "no type: want invoke, ok, fail or info"})
+			h.Problems = append(h.Problems, Problem{instance, n, "no type: want invoke, ok, fail or info"})
 			continue
 		default:
-			problems = append(problems, Problem{instance, n, fmt.Sprintf("unknown type %q: want invoke, ok, fail or info", e.Type)})
+			h.Problems = append(h.Problems, Problem{instance, n, fmt.Sprintf("unknown type %q: want invoke, ok, fail or info", clip(l.Type, 40))})
 			continue
 		}
 		if e.F == "" {
-			problems = append(problems, Problem{instance, n, "no f: the operation's name, e.g. add"})
+			h.Problems = append(h.Problems, Problem{instance, n, "no f: the operation's name, e.g. add"})
 			continue
 		}
 		switch {
@@ -198,23 +267,43 @@ func Parse(r io.Reader, instance string, start time.Time) ([]Event, []Problem, i
 		case len(l.TS) > 0 && string(l.TS) != "null":
 			ts, ok := parseTS(l.TS)
 			if !ok {
-				problems = append(problems, Problem{instance, n, "ts is neither Unix seconds nor an RFC 3339 time: " + clip(string(l.TS), 40)})
+				h.Problems = append(h.Problems, Problem{instance, n, "ts is neither Unix seconds nor an RFC 3339 time: " + clip(string(l.TS), 40)})
 				e.T = lastT
-				untimed++
+				h.Untimed++
 			} else {
-				e.T, e.Timed = ts.Sub(start).Seconds(), true
+				e.T, e.Timed = ts.Sub(p.start).Seconds(), true
 			}
 		default:
 			e.T = lastT
-			untimed++
+			h.Untimed++
 		}
-		if math.IsNaN(e.T) || math.IsInf(e.T, 0) {
-			e.T, e.Timed = lastT, false
+		// A time no run can have (beyond limits.MaxRunSeconds either side
+		// of its start, or not a number) is the client's bug: the line is
+		// left out rather than sizing a chart or a search by it.
+		if math.IsNaN(e.T) || math.IsInf(e.T, 0) || math.Abs(e.T) > limits.MaxRunSeconds {
+			h.Problems = append(h.Problems, Problem{instance, n, fmt.Sprintf("time %s is not within %d days of the run's start; line left out", strconv.FormatFloat(e.T, 'g', 4, 64), limits.MaxRunSeconds/86400)})
+			continue
 		}
+		if added >= room {
+			return errTooMany
+		}
+		added++
 		lastT = e.T
-		events = append(events, e)
+		h.Events = append(h.Events, e)
 	}
-	return events, problems, untimed
+}
+
+func (p *parser) scalar(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return p.str([]byte(s))
+		}
+	}
+	return p.str(bytes.TrimSpace(raw))
 }
 
 // readLine reads one line of any length, without its newline.
@@ -271,27 +360,42 @@ func unix(f float64) time.Time {
 // Source is one instance's history file.
 type Source struct {
 	Instance string
-	Path     string
+	// Name is the file's name for messages, and Open opens it: through
+	// the run directory's root, which refuses a path leading out of it
+	// and anything but a regular file (rundir.Dir.Open).
+	Name string
+	Open func() (*os.File, error)
 }
+
+// LimitError says a history is beyond what the harness reads.
+type LimitError struct{ Msg string }
+
+func (e *LimitError) Error() string { return e.Msg }
 
 // Load reads the sources' histories, merges them on the run's clock and
 // pairs invocations with completions. A missing file is no history (not a
-// problem); an unreadable one is an error.
-func Load(sources []Source, start time.Time) (*History, error) {
+// problem); an unreadable one, one larger than limits.MaxHistoryBytes, or
+// histories with more than limits.MaxHistoryEvents events together, is an
+// error naming the file and the limit. ctx ends the reading early.
+func Load(ctx context.Context, sources []Source, start time.Time) (*History, error) {
 	h := &History{}
+	p := newParser(start)
 	for _, s := range sources {
-		f, err := os.Open(s.Path)
+		if err := ctx.Err(); err != nil {
+			return nil, context.Cause(ctx)
+		}
+		f, err := s.Open()
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		ev, probs, untimed := Parse(f, s.Instance, start)
+		err = p.parseFile(ctx, f, s.Instance, s.Name, limits.MaxHistoryEvents-len(h.Events), h)
 		f.Close()
-		h.Events = append(h.Events, ev...)
-		h.Problems = append(h.Problems, probs...)
-		h.Untimed += untimed
+		if err != nil {
+			return nil, err
+		}
 		h.Instances = append(h.Instances, s.Instance)
 	}
 	h.build()

@@ -30,6 +30,13 @@ const (
 	// MaxJSONBytes bounds a JSON file read whole: manifest.json,
 	// verdict.json, an evaluation, a metrics types file.
 	MaxJSONBytes = 64 << 20
+	// MaxHistoryBytes bounds one instance's operation history
+	// (output/.chaos/history.jsonl).
+	MaxHistoryBytes = 256 << 20
+	// MaxHistoryEvents bounds the history events (lines) of one run's
+	// histories together, read for one check or one page: at about
+	// 150 bytes of memory an event, the reader stays under 300 MB.
+	MaxHistoryEvents = 1_000_000
 	// MaxSmallFileBytes bounds a file that holds one value, such as an
 	// instance's .chaos/exit_code.
 	MaxSmallFileBytes = 4 << 10

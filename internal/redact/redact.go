@@ -653,17 +653,47 @@ func (r *Redactor) Verdict(v *rundir.Verdict) {
 	if r == nil || v == nil {
 		return
 	}
-	for i := range v.Checks {
-		v.Checks[i].Detail = r.String(v.Checks[i].Detail)
-	}
-	for i := range v.Errors {
-		v.Errors[i] = r.String(v.Errors[i])
-	}
-	for i := range v.Warnings {
-		v.Warnings[i] = r.String(v.Warnings[i])
-	}
-	for i := range v.NA {
-		v.NA[i] = r.String(v.NA[i])
+	// Every string the verdict holds, whatever field it is in: a history
+	// checker's findings carry the values the workloads wrote (a secret
+	// among them), and a field added later is covered too.
+	r.strings(reflect.ValueOf(v).Elem())
+}
+
+// strings replaces the secrets in every string reachable from v.
+func (r *Redactor) strings(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		if v.CanSet() && v.Len() > 0 {
+			if s := r.String(v.String()); s != v.String() {
+				v.SetString(s)
+			}
+		}
+	case reflect.Pointer, reflect.Interface:
+		if !v.IsNil() {
+			r.strings(v.Elem())
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			if v.Type().Field(i).IsExported() {
+				r.strings(v.Field(i))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return // bytes (json.RawMessage): not text the verdict shows
+		}
+		for i := 0; i < v.Len(); i++ {
+			r.strings(v.Index(i))
+		}
+	case reflect.Map:
+		for _, k := range v.MapKeys() {
+			e := v.MapIndex(k)
+			if e.Kind() == reflect.String {
+				if s := r.String(e.String()); s != e.String() {
+					v.SetMapIndex(k, reflect.ValueOf(s).Convert(e.Type()))
+				}
+			}
+		}
 	}
 }
 

@@ -101,7 +101,7 @@ func buildHistories(r *runview.Run, span float64) (plots []*histPlot, findings [
 	start := verdict.RunStart(r.Events)
 	for _, w := range r.Experiment.Workloads {
 		srcs := verdict.HistorySources(r.Dir, r.Events, []string{w.Name})
-		h, err := history.Load(srcs, start)
+		h, err := history.Load(r.Context(), srcs, start)
 		if err != nil {
 			note += fmt.Sprintf("The history of %s could not be read: %v. ", w.Name, err)
 			continue

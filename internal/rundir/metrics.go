@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/manifest"
+	"github.com/chaos-harness/chaos/internal/safefile"
 )
 
 // Scrape is one line of system/metrics/<name>.jsonl.
@@ -97,7 +97,7 @@ func jsonFloat(f float64) string {
 // ReadScrapes reads a metrics file. A torn last line is skipped. A file
 // beyond the limits (see ParseScrapes) is an error and gives no scrapes.
 func ReadScrapes(path string) ([]Scrape, error) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, err
 	}

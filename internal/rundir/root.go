@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/safefile"
 )
 
 // Every read and write of a file under a run directory by something that
@@ -102,14 +103,16 @@ func IsEscape(err error) bool {
 	return errors.As(err, &e)
 }
 
-// Open opens a file of the run directory for reading.
+// Open opens a file of the run directory for reading. It never blocks (a
+// FIFO in place of a file is refused, not waited on) and refuses anything
+// but a regular file: a FIFO, a device, a socket, a directory.
 func (d *Dir) Open(name string) (*os.File, error) {
 	name = d.rel(name)
 	r, err := d.root()
 	if err != nil {
 		return nil, err
 	}
-	f, err := r.Open(name)
+	f, err := safefile.OpenWith(r.OpenFile, name, name)
 	return f, d.wrap(name, err)
 }
 
@@ -353,7 +356,7 @@ func scanLines(r io.Reader, name string, maxFile int64, maxLine int, fn func(n i
 // a run directory (a runs directory's ledger), within the same limits as
 // Dir.Lines.
 func ScanFile(path string, maxFile, maxLine int, fn func(n int, line []byte) error) error {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return err
 	}
@@ -366,5 +369,5 @@ func ScanFile(path string, maxFile, maxLine int, fn func(n int, line []byte) err
 func IsRefused(err error) bool {
 	var le *LimitError
 	var tb *TooBigError
-	return errors.As(err, &le) || errors.As(err, &tb) || IsEscape(err)
+	return errors.As(err, &le) || errors.As(err, &tb) || IsEscape(err) || safefile.IsNotRegular(err)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/limits"
+	"github.com/chaos-harness/chaos/internal/safefile"
 )
 
 // FormatVersion is the version of the run directory layout; manifest.json
@@ -221,7 +222,7 @@ func MarshalJSON(v any) ([]byte, error) {
 // ReadJSON reads path (at most limits.MaxJSONBytes) into v. Readers of a
 // run directory use Dir.ReadJSONFile, which stays inside it.
 func ReadJSON(path string, v any) error {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return err
 	}

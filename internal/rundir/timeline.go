@@ -16,6 +16,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/manifest"
+	"github.com/chaos-harness/chaos/internal/safefile"
 )
 
 // Field is one key and value of an event, kept in the order given so the
@@ -155,7 +156,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 // harness was killed mid-write) is skipped, not fatal. A timeline over the
 // limits (see ParseTimeline) is an error and gives no events.
 func ReadTimeline(path string) ([]Event, error) {
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@
 package runview
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"path/filepath"
@@ -51,9 +52,27 @@ type Run struct {
 	Redact *redact.Redactor
 
 	adapter *adapter.Adapter
+	// ctx ends the work done with the run after loading (a page's
+	// histories); see WithContext.
+	ctx context.Context
 
 	failed     map[string][]ScrapeFailure
 	failedOnce sync.Once
+}
+
+// WithContext makes the work done with the run (reading its histories for
+// a page) stop when ctx ends.
+func (r *Run) WithContext(ctx context.Context) *Run {
+	r.ctx = ctx
+	return r
+}
+
+// Context is the run's context (context.Background when none was set).
+func (r *Run) Context() context.Context {
+	if r.ctx == nil {
+		return context.Background()
+	}
+	return r.ctx
 }
 
 // WithEnv makes Redact also replace the secrets of env (the environment

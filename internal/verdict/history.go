@@ -1,8 +1,10 @@
 package verdict
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -74,7 +76,8 @@ func HistorySources(d *rundir.Dir, events []rundir.Event, workloads []string) []
 			continue
 		}
 		seen[name] = true
-		out = append(out, history.Source{Instance: name, Path: filepath.Join(d.OutputDir(w, name), filepath.FromSlash(history.File))})
+		rel := path.Join("workloads", w, "instances", name, "output", history.File)
+		out = append(out, history.Source{Instance: name, Name: rel, Open: func() (*os.File, error) { return d.Open(rel) }})
 	}
 	return out
 }
@@ -83,7 +86,7 @@ func HistorySources(d *rundir.Dir, events []rundir.Event, workloads []string) []
 // rw-register check on the merged histories of its workloads.
 func (ev *evaluator) historyCheck(c *experiment.Check, id string) outcome {
 	srcs := HistorySources(ev.d, ev.events, c.Workloads)
-	h, err := history.Load(srcs, RunStart(ev.events))
+	h, err := history.Load(ev.ctx, srcs, RunStart(ev.events))
 	if err != nil {
 		msg := fmt.Sprintf("reading histories: %v", err)
 		return outcome{err: msg, detail: msg}
@@ -96,19 +99,12 @@ func (ev *evaluator) historyCheck(c *experiment.Check, id string) outcome {
 		}
 		return outcome{inconclusive: true, detail: fmt.Sprintf("no history: no instance of %s wrote $CHAOS_HISTORY (%s)", what, history.File)}
 	}
-	var res *history.Result
-	switch c.Kind {
-	case experiment.CheckSet:
-		res = history.CheckSet(h)
-	case experiment.CheckCounter:
-		res = history.CheckCounter(h)
-	case experiment.CheckQueue:
-		res = history.CheckQueue(h, c.AllowDuplicates)
-	case experiment.CheckLinearizable:
-		res = history.CheckLinearizable(h, history.LinearOptions{Model: c.Model, Initial: c.Initial, Timeout: c.Timeout.D()})
-	case experiment.CheckListAppend, experiment.CheckRWRegister:
-		res = elle.Check(h, elle.Options{Kind: c.Kind, Models: c.ConsistencyModels, Anomalies: c.Anomalies})
-	default:
+	res, err := ev.decideHistory(func() *history.Result { return ev.runHistoryCheck(c, h) })
+	if err != nil {
+		msg := fmt.Sprintf("not decided: %v", err)
+		return outcome{err: msg, detail: msg}
+	}
+	if res == nil {
 		msg := fmt.Sprintf("unknown history check kind %q", c.Kind)
 		return outcome{err: msg, detail: msg}
 	}
@@ -170,14 +166,59 @@ func (ev *evaluator) writeArtifact(id string, page []byte) string {
 	if ev.opt.By == ByEvaluate {
 		rel = filepath.Join("evaluations", rel)
 	}
-	p := filepath.Join(ev.d.Root, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		ev.v.Warnings = append(ev.v.Warnings, fmt.Sprintf("check %s: cannot save its counter-example: %v", id, err))
-		return ""
+	// Through the run directory's root: an evaluations/ or checks/ that
+	// leads out of the run directory is refused, never written through.
+	if ev.opt.RedactPage != nil {
+		page = ev.opt.RedactPage(page)
 	}
-	if err := rundir.WriteFileAtomic(p, page); err != nil {
+	if err := ev.d.WriteFile(rel, page); err != nil {
 		ev.v.Warnings = append(ev.v.Warnings, fmt.Sprintf("check %s: cannot save its counter-example: %v", id, err))
 		return ""
 	}
 	return filepath.ToSlash(rel)
+}
+
+// runHistoryCheck decides one history check; nil for an unknown kind.
+func (ev *evaluator) runHistoryCheck(c *experiment.Check, h *history.History) *history.Result {
+	var res *history.Result
+	switch c.Kind {
+	case experiment.CheckSet:
+		res = history.CheckSet(h)
+	case experiment.CheckCounter:
+		res = history.CheckCounter(h)
+	case experiment.CheckQueue:
+		res = history.CheckQueue(h, c.AllowDuplicates)
+	case experiment.CheckLinearizable:
+		res = history.CheckLinearizable(h, history.LinearOptions{Model: c.Model, Initial: c.Initial, Timeout: ev.checkTimeout(c.Timeout.D())})
+	case experiment.CheckListAppend, experiment.CheckRWRegister:
+		res = elle.Check(h, elle.Options{Kind: c.Kind, Models: c.ConsistencyModels, Anomalies: c.Anomalies})
+	}
+	return res
+}
+
+// checkTimeout is a check's own time budget, held to Options.MaxCheckTime:
+// a run directory read by chaos evaluate is untrusted, and its
+// experiment.yaml must not choose how long the reader searches.
+func (ev *evaluator) checkTimeout(own time.Duration) time.Duration {
+	if m := ev.opt.MaxCheckTime; m > 0 && (own <= 0 || own > m) {
+		return m
+	}
+	return own
+}
+
+// decideHistory runs a checker's search aside, so that the evaluation ends
+// when its context does (Ctrl-C, SIGTERM) instead of when the search does;
+// a search left behind ends by its own time budget.
+func (ev *evaluator) decideHistory(decide func() *history.Result) (*history.Result, error) {
+	if ev.ctx.Err() != nil {
+		return nil, context.Cause(ev.ctx)
+	}
+	done := make(chan *history.Result, 1)
+	go func() { done <- decide() }()
+	select {
+	case res := <-done:
+		return res, nil
+	case <-ev.ctx.Done():
+		return nil, context.Cause(ev.ctx)
+	}
 }

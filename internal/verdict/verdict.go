@@ -83,6 +83,17 @@ type Options struct {
 	// Refusal says why a check was not run and how to run it.
 	Refusal string
 
+	// RedactPage, when set, removes secrets from a page a checker writes
+	// into the run directory (a counter-example shows the values the
+	// workloads wrote, a secret among them).
+	RedactPage func([]byte) []byte
+
+	// MaxCheckTime, when set, caps the time budget of every check that
+	// searches (linearizable): chaos evaluate sets it from its
+	// --max-check-time, so that a run directory cannot make the reader
+	// search for as long as its experiment.yaml says.
+	MaxCheckTime time.Duration
+
 	// Timeline, when set, is the run's timeline as the caller already read
 	// it (rundir.Dir.ReadTimeline's events and error), so that a large
 	// timeline is not parsed twice.
