@@ -18,7 +18,11 @@ const cleanupParallel = 64
 // adapter's settle time, stops the targets the run started, and has the
 // backends capture what adapter checks read and sweep what is left. An
 // error in one step never skips the others.
-func (e *engine) cleanup(ctx context.Context) {
+//
+// The settle wait alone also ends with interrupt (a signal ends the run at
+// once rather than after the settle time), and is not waited at all when
+// flowRan is false: a run whose flow was skipped disturbed nothing.
+func (e *engine) cleanup(ctx, interrupt context.Context, flowRan bool) {
 	e.mu.Lock()
 	reverts := append([]*revert(nil), e.reverts...)
 	e.mu.Unlock()
@@ -77,9 +81,21 @@ func (e *engine) cleanup(ctx context.Context) {
 	if e.cfg.Settle != nil {
 		settle = *e.cfg.Settle
 	}
-	if settle > 0 {
+	switch {
+	case settle <= 0:
+	case !flowRan:
+		e.rec.Record("settle.skipped", rundir.F("duration", settle.String()), rundir.F("reason", "the flow did not run"))
+	case interrupt.Err() != nil:
+		e.rec.Record("settle.skipped", rundir.F("duration", settle.String()), rundir.F("reason", "the run was interrupted"))
+	default:
 		e.rec.Record("settle.started", rundir.F("duration", settle.String()))
-		_ = backend.Sleep(ctx, settle)
+		wait, stop := context.WithCancel(ctx)
+		unwatch := context.AfterFunc(interrupt, stop)
+		if err := backend.Sleep(wait, settle); err != nil && interrupt.Err() != nil {
+			e.rec.Record("settle.interrupted", rundir.F("reason", abortReason(interrupt)))
+		}
+		unwatch()
+		stop()
 	}
 
 	e.stopOwnedTargets(ctx)

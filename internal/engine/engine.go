@@ -404,7 +404,9 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	}
 	// ctx is asked too: flowCtx follows it through a goroutine, which a
 	// run whose setup is quick may outrun.
+	flowRan := false
 	if skipped == "" && flowCtx.Err() == nil && ctx.Err() == nil {
+		flowRan = true
 		e.runFlow(flowCtx)
 	} else if skipped != "" {
 		e.rec.Record("flow.skipped", rundir.F("reason", skipped))
@@ -412,7 +414,7 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 
 	cleanCtx, cancelClean := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancelClean()
-	e.cleanup(cleanCtx)
+	e.cleanup(cleanCtx, ctx, flowRan)
 	abortRecorded := false
 	if reason := e.abortNow(ctx); reason != "" {
 		e.rec.Record("run.aborted", rundir.F("signal", reason))
@@ -425,7 +427,7 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 		e.errorf("redacting secrets from the run directory: %v", err)
 	}
 	v, err := verdict.Evaluate(cleanCtx, e.dir, e.x, e.a, verdict.Options{
-		By: "run", Runner: e.runner, Env: e.cfg.Env,
+		By: "run", Runner: e.runner, Env: e.cfg.Env, RedactPage: e.redact.HTML,
 		Record: func(name string, fields ...rundir.Field) { e.rec.Record(name, fields...) },
 	})
 	if err != nil {

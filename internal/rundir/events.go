@@ -63,6 +63,8 @@ var Events = []EventSpec{
 
 	{"operation.started", []string{"operation", "uses", "run", "target", "scope", "instances", "ids", "groups", "ring", "shape", "direction", "duration", "jitter"}},
 	{"crash-loop.kill", []string{"operation", "target", "phase", "id"}},
+	{"operation.waiting", []string{"operation", "run", "target", "behind", "behind_run"}},
+	{"operation.waited", []string{"operation", "run", "target", "waited"}},
 	{"operation.finished", []string{"operation", "uses", "run"}},
 	{"operation.reverted", []string{"operation", "uses", "run", "when"}},
 
@@ -82,6 +84,8 @@ var Events = []EventSpec{
 	{"kubernetes.swept", []string{"namespace", "objects"}},
 
 	{"settle.started", []string{"duration"}},
+	{"settle.skipped", []string{"duration", "reason"}},
+	{"settle.interrupted", []string{"reason"}},
 	{"processes.leaked", []string{"count"}},
 	{"processes.swept", []string{"count", "pids"}},
 }
