@@ -526,13 +526,19 @@ func applyChain(ctx context.Context, ns *NS, mech, rules, chain string, made []s
 // the tables it made (made) that hold nothing else now.
 func removeChain(ctx context.Context, ns *NS, mech, chain string, made []string, fault string) error {
 	table, fams := chainTable(mech)
-	unrules := queueUnrules(chain)
+	unrules := []string{queueUnrules(chain, false), queueUnrules(chain, true)}
 	if mech == MechDrop {
-		unrules = dropUnrules(chain, fault == Blackhole)
+		unrules = []string{dropUnrules(chain, fault == Blackhole)}
 	}
 	var errs []error
 	for _, f := range fams {
-		if _, err := ns.Run(ctx, unrules, f.restore, "--noflush"); err != nil && !goneErr(err) {
+		var err error
+		for _, u := range unrules {
+			if _, err = ns.Run(ctx, u, f.restore, "--noflush"); err == nil {
+				break
+			}
+		}
+		if err != nil && !goneErr(err) {
 			errs = append(errs, err)
 			continue
 		}

@@ -240,16 +240,32 @@ func netemArgs(s Spec) []string {
 func usec(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "us" }
 
 // queueRules is the iptables-restore input of a latency by queue: a chain
-// of the rule's own that hands every packet sent on a device other than
-// loopback to queue num; --queue-bypass lets packets through when nothing
+// of the rule's own that hands every packet the namespace receives on a
+// device other than loopback to queue num, in PREROUTING, before any of
+// its sockets sees it; --queue-bypass lets packets through when nothing
 // listens (the harness was killed).
+//
+// Why what it receives, where netem delays what it sends: a packet held
+// on its way out still belongs to the socket that sent it, and TCP's small
+// queues stop a socket that has about a millisecond of its data below it
+// until some is freed, so a TCP sender held 50 ms sends a couple of
+// segments per 50 ms (its requests were 69 ms late at p50, a bulk transfer
+// through 1 ms ran at 0.5 Gbit/s). netem lets the packets go from their
+// socket (skb_orphan_partial) and has no such limit; nothing outside the
+// kernel can. A packet received has left its sender's socket (ip_rcv
+// orphans it before PREROUTING), so holding it slows nothing but itself.
+// A round trip through the target grows by the delay either way.
 func queueRules(chain string, num uint16) string {
-	return fmt.Sprintf("*mangle\n:%s - [0:0]\n-A %s -j NFQUEUE --queue-num %d --queue-bypass\n-I POSTROUTING 1 ! -o lo -j %s\nCOMMIT\n", chain, chain, num, chain)
+	return fmt.Sprintf("*mangle\n:%s - [0:0]\n-A %s -j NFQUEUE --queue-num %d --queue-bypass\n-I PREROUTING 1 ! -i lo -j %s\nCOMMIT\n", chain, chain, num, chain)
 }
 
-// queueUnrules removes what queueRules added.
-func queueUnrules(chain string) string {
-	return fmt.Sprintf("*mangle\n-D POSTROUTING ! -o lo -j %s\n-F %s\n-X %s\nCOMMIT\n", chain, chain, chain)
+// queueUnrules removes what queueRules added; egress, what a harness
+// before the delay moved to PREROUTING added (POSTROUTING ! -o lo).
+func queueUnrules(chain string, egress bool) string {
+	if egress {
+		return fmt.Sprintf("*mangle\n-D POSTROUTING ! -o lo -j %s\n-F %s\n-X %s\nCOMMIT\n", chain, chain, chain)
+	}
+	return fmt.Sprintf("*mangle\n-D PREROUTING ! -i lo -j %s\n-F %s\n-X %s\nCOMMIT\n", chain, chain, chain)
 }
 
 // errNoNetem says the kernel has no netem qdisc.
