@@ -343,7 +343,7 @@ func buildRateChart(f *File) *rateChart {
 	var pts []pt
 	hit, of := 0, 0
 	for _, r := range runs {
-		if !Decided(r.Verdict) {
+		if !Decided(r.Verdict) || NoChance(r.Entry) {
 			continue
 		}
 		of++

@@ -367,7 +367,7 @@ func (c *campaign) untilMet(r Run) string {
 func (c *campaign) tally() {
 	hit, of := 0, 0
 	for _, r := range c.f.Runs {
-		if Decided(r.Verdict) {
+		if Decided(r.Verdict) && !NoChance(r.Entry) {
 			of++
 			if r.Hit {
 				hit++

@@ -34,6 +34,8 @@ type CheckRate struct {
 	Rate
 	// Runs is how many decided runs it hit in.
 	Runs int `json:"runs"`
+	// NA is how many instances it said n/a on: no chance, so not in Of.
+	NA int `json:"na,omitempty"`
 }
 
 // FlakyRate is one flaky expectation's check, hits of chances.
@@ -56,6 +58,19 @@ func Summarize(entries []stats.Entry) *Summary {
 		if !Decided(e.Verdict) {
 			continue
 		}
+		if NoChance(e) {
+			for ref, t := range e.Checks {
+				if t.NA > 0 {
+					c := checks[ref]
+					if c == nil {
+						c = &CheckRate{Check: ref}
+						checks[ref] = c
+					}
+					c.NA += t.NA
+				}
+			}
+			continue
+		}
 		decided++
 		hit := false
 		for ref, t := range e.Checks {
@@ -66,6 +81,7 @@ func Summarize(entries []stats.Entry) *Summary {
 			}
 			c.Hit += t.Hit
 			c.Of += t.Of
+			c.NA += t.NA
 			if t.Hit > 0 {
 				c.Runs++
 				hit = true
@@ -112,10 +128,33 @@ func Summarize(entries []stats.Entry) *Summary {
 	return s
 }
 
+// NoChance says whether a run that decided was still no chance of
+// anything: a check said n/a (a shell check's NotAChance exit) and none of
+// the experiment's own checks (workload and experiment scope) decided, so
+// the run neither passed nor failed. The adapter's checks say whether the
+// harness left the machine clean, not whether the system had a chance. A
+// run with some n/a checks and others that decided is a chance for those
+// others.
+func NoChance(e stats.Entry) bool {
+	na := false
+	for ref, t := range e.Checks {
+		if t.Of > 0 && !strings.HasPrefix(ref, rundir.ScopeAdapter+"/") {
+			return false
+		}
+		na = na || t.NA > 0
+	}
+	for _, f := range e.Flaky {
+		if f.Of > 0 {
+			return false
+		}
+	}
+	return na
+}
+
 // EntryHit says whether a ledger entry is a hit: it decided and a check
 // did not hold.
 func EntryHit(e stats.Entry) bool {
-	if !Decided(e.Verdict) {
+	if !Decided(e.Verdict) || NoChance(e) {
 		return false
 	}
 	for _, t := range e.Checks {

@@ -88,6 +88,13 @@ func (w *Workload) InstanceCount() int {
 	return w.Instances
 }
 
+// What a metric check does with the scrapes taken before its series
+// first appeared.
+const (
+	MissingSkip = "skip"
+	MissingFail = "fail"
+)
+
 // Check kinds.
 const (
 	CheckExitCode = "exit-code"
@@ -140,6 +147,7 @@ type Check struct {
 	Window    *Window           `yaml:"window" json:"window,omitempty"`
 	Op        string            `yaml:"op" json:"op,omitempty" jsonschema:"enum=<,enum=<=,enum===,enum=!=,enum=>=,enum=>" jsonschema_description:"metric: the comparison."`
 	Value     *float64          `yaml:"value" json:"value,omitempty" jsonschema_description:"metric: the number compared against."`
+	Missing   string            `yaml:"missing" json:"missing,omitempty" jsonschema:"enum=skip,enum=fail" jsonschema_description:"metric: scrapes taken before a matching series first appeared are left out (skip, the default) or fail the check (fail)."`
 	// stall
 	File  string   `yaml:"file" json:"file,omitempty" jsonschema_description:"stall: a file in the instance's output that must keep growing while it runs."`
 	Limit Duration `yaml:"limit" json:"limit,omitempty" jsonschema_description:"stall: the longest time the evidence may stand still while the instance is Running."`

@@ -346,6 +346,9 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 		if c.Aggregate != "" && !slices.Contains(MetricAggregates, c.Aggregate) {
 			d.Problem(p+".aggregate", "unknown aggregate %q; expected one of %s", c.Aggregate, strings.Join(MetricAggregates, ", "))
 		}
+		if c.Missing != "" && c.Missing != MissingSkip && c.Missing != MissingFail {
+			d.Problem(p+".missing", "unknown missing %q; expected skip or fail%s", c.Missing, manifest.DidYouMean(c.Missing, []string{MissingSkip, MissingFail}))
+		}
 		if c.Field != "" && !slices.Contains(MetricFields, c.Field) {
 			d.Problem(p+".field", "unknown field %q; expected one of %s", c.Field, strings.Join(MetricFields, ", "))
 		}
@@ -430,6 +433,7 @@ func validateCheck(d *manifest.Decoder, x *Experiment, p string, c *Check, workl
 	misplacedAny("window", c.Window != nil, CheckMetric)
 	misplacedAny("op", c.Op != "", CheckMetric)
 	misplacedAny("value", c.Value != nil, CheckMetric)
+	misplacedAny("missing", c.Missing != "", CheckMetric)
 	misplacedAny("file", c.File != "", CheckStall)
 	misplacedAny("limit", c.Limit != 0, CheckStall)
 	misplacedAny("after-ready", c.AfterReady != "", CheckStall)

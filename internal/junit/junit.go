@@ -135,6 +135,9 @@ func Build(v *rundir.Verdict, r *runview.Run) *Suites {
 		case rundir.ResultError:
 			tc.Error = &Outcome{Message: message(detail, "the check could not run"), Type: "error", Text: detail}
 			shown["check "+c.ID+": "] = true
+		case rundir.ResultNA:
+			// Skipped: the check said the run gave it no chance.
+			tc.Skipped = &Outcome{Message: "n/a: " + message(detail, "the run gave the check no chance"), Text: detail}
 		case rundir.ResultInconclusive:
 			// Skipped, not failed or errored: the check decided nothing
 			// about the system; the run's exit code (3) still says so.

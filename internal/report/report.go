@@ -265,7 +265,7 @@ func build(r *runview.Run) *page {
 		p.Errors = v.Errors
 		p.Warnings = v.Warnings
 		p.Flaky = v.Flaky
-		for _, k := range []string{rundir.ResultOK, rundir.ResultFail, rundir.ResultXFail, rundir.ResultXPass, rundir.ResultInconclusive, rundir.ResultError} {
+		for _, k := range []string{rundir.ResultOK, rundir.ResultFail, rundir.ResultXFail, rundir.ResultXPass, rundir.ResultInconclusive, rundir.ResultNA, rundir.ResultError} {
 			if n := v.Counts[k]; n > 0 {
 				p.Counts = append(p.Counts, count{k, n})
 			}

@@ -13,6 +13,10 @@ const (
 	// show what the check needs to count (see Requires in the experiment),
 	// or the evidence was too thin (no final read).
 	ResultInconclusive = "inconclusive"
+	// ResultNA is a check that said the run gave it no chance to decide
+	// (a shell check that exited verdict.NotAChance): neither a pass nor a
+	// failure, and not counted as a chance across runs.
+	ResultNA = "n/a"
 )
 
 // Verdicts.

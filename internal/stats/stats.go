@@ -47,6 +47,8 @@ type Entry struct {
 type Tally struct {
 	Hit int `json:"hit"`
 	Of  int `json:"of"`
+	// NA counts the instances on which the check said n/a (no chance).
+	NA int `json:"na,omitempty"`
 }
 
 // CheckRef is a check result's reference across instances:
@@ -72,6 +74,12 @@ func Tallies(v *rundir.Verdict) map[string]Tally {
 			out = map[string]Tally{}
 		}
 		t := out[CheckRef(c)]
+		if c.Result == rundir.ResultNA {
+			// Said by the check itself: no chance, so not counted in Of.
+			t.NA++
+			out[CheckRef(c)] = t
+			continue
+		}
 		t.Of++
 		if !c.OK {
 			t.Hit++

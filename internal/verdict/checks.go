@@ -27,8 +27,10 @@ type outcome struct {
 	// inconclusive: the check could not decide (no final read, the run did
 	// not show what the check requires).
 	inconclusive bool
-	findings     []rundir.Finding
-	artifact     string
+	// na: the check said the run gave it no chance (NotAChance).
+	na       bool
+	findings []rundir.Finding
+	artifact string
 }
 
 // maxNearMisses bounds the events an event check lists in its detail.
@@ -84,6 +86,9 @@ func (ev *evaluator) check(r rundir.CheckResult, fn func() outcome) {
 	r.Findings, r.Artifact = o.findings, o.artifact
 	if o.inconclusive && o.err == "" {
 		r.Result = rundir.ResultInconclusive
+	}
+	if o.na && o.err == "" && !o.inconclusive {
+		r.Result = rundir.ResultNA
 	}
 	if o.err != "" {
 		r.Result = rundir.ResultError
@@ -310,7 +315,17 @@ func (ev *evaluator) exitCodeCheck(out, inst string, c *experiment.Check) outcom
 	return outcome{ok: true, detail: fmt.Sprintf("exit code %d", got)}
 }
 
-// script runs a shell check: exit 0 passes, what it prints is the detail.
+// NotAChance is the exit code by which a shell check says the run gave it
+// no chance to decide (the situation it judges never arose): the result is
+// n/a, neither a pass nor a failure, and campaigns and chaos compare do not
+// count it as a chance. 77 is what automake's test harness reads as a
+// skipped test; a small number would be taken from commands that end a
+// script with their own codes (curl exits 3 on a malformed URL, grep 2 on
+// an error).
+const NotAChance = 77
+
+// script runs a shell check: exit 0 passes, NotAChance is n/a, anything
+// else fails; what it prints is the detail.
 func (ev *evaluator) script(id, script, dir string, env []string, timeout time.Duration) outcome {
 	if timeout <= 0 {
 		timeout = shell.DefaultTimeout
@@ -331,6 +346,12 @@ func (ev *evaluator) script(id, script, dir string, env []string, timeout time.D
 	}
 	if res.ExitCode == 0 {
 		return outcome{ok: true, detail: out}
+	}
+	if res.ExitCode == NotAChance {
+		if out == "" {
+			out = fmt.Sprintf("n/a: the check exited %d (not a chance)", NotAChance)
+		}
+		return outcome{ok: true, na: true, detail: out}
 	}
 	if out == "" {
 		out = fmt.Sprintf("exited %d", res.ExitCode)

@@ -22,9 +22,9 @@ func (ev *evaluator) add(r rundir.CheckResult) {
 		}
 	}
 	c := cover{exp: -1}
-	// An error or an inconclusive result says nothing about the system, so
-	// no expectation covers it.
-	if r.Result != rundir.ResultError && r.Result != rundir.ResultInconclusive {
+	// An error, an inconclusive or an n/a result says nothing about the
+	// system, so no expectation covers it (nor counts it as a flaky chance).
+	if r.Result != rundir.ResultError && r.Result != rundir.ResultInconclusive && r.Result != rundir.ResultNA {
 		c = ev.coverOf(&r)
 	}
 	if c.exp >= 0 {

@@ -53,10 +53,23 @@ func (ev *evaluator) scrapes(source string) ([]rundir.Scrape, string, error) {
 // labelMatcher matches series labels: exact values, or /regex/.
 type labelMatcher map[string]func(string) bool
 
+// expandLabels replaces ${instance} and ${workload} in label values, as a
+// workload check's labels mean them.
+func expandLabels(labels map[string]string, inst, workload string) map[string]string {
+	if len(labels) == 0 {
+		return labels
+	}
+	r := strings.NewReplacer("${instance}", inst, "${workload}", workload)
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		out[k] = r.Replace(v)
+	}
+	return out
+}
+
 func newLabelMatcher(labels map[string]string, inst, workload string) (labelMatcher, error) {
 	m := labelMatcher{}
-	for k, v := range labels {
-		v = strings.NewReplacer("${instance}", inst, "${workload}", workload).Replace(v)
+	for k, v := range expandLabels(labels, inst, workload) {
 		if len(v) >= 2 && strings.HasPrefix(v, "/") && strings.HasSuffix(v, "/") {
 			re, err := regexp.Compile("^(?:" + v[1:len(v)-1] + ")$")
 			if err != nil {
@@ -213,7 +226,44 @@ func (ev *evaluator) metricCheck(c *experiment.Check, inst, workload string) out
 		scrapes = append(scrapes, sc)
 	}
 	want := fmt.Sprintf("%s %s", c.Op, formatFloat(*c.Value))
-	what := c.Family + formatLabels(c.Labels)
+	what := c.Family + formatLabels(expandLabels(c.Labels, inst, workload))
+	agg := c.Aggregate
+	if agg == "" {
+		agg = "each"
+	}
+	// A series that does not exist yet (a counter a server registers on
+	// its first request) is not a violation unless the check says so: the
+	// scrapes before the first one that has it are left out. With count,
+	// no series is a number like any other.
+	skipped := 0
+	if c.Missing != experiment.MissingFail && agg != "count" && len(scrapes) > 0 {
+		first := -1
+		for i, sc := range all {
+			if sc.OK && len(pick(sc, c.Family, c.Field, m)) > 0 {
+				first = i
+				break
+			}
+		}
+		if first < 0 {
+			return outcome{detail: fmt.Sprintf("no successful scrape of %s had a series %s; want %s %s", source, what, agg, want)}
+		}
+		kept := scrapes[:0:0]
+		for _, sc := range scrapes {
+			if sc.T < all[first].T {
+				skipped++
+				continue
+			}
+			kept = append(kept, sc)
+		}
+		scrapes = kept
+	}
+	if len(scrapes) == 0 && skipped > 0 {
+		where := source
+		if c.Window != nil {
+			where += fmt.Sprintf(" around operation %s", c.Window.Operation)
+		}
+		return outcome{detail: fmt.Sprintf("%s did not exist yet in any of the %d scrape(s) of %s; want %s %s", what, skipped, where, agg, want)}
+	}
 	if len(scrapes) == 0 {
 		where := "no successful scrape of " + source
 		if c.Window != nil {
@@ -228,10 +278,8 @@ func (ev *evaluator) metricCheck(c *experiment.Check, inst, workload string) out
 	if mode == "last" {
 		scrapes = scrapes[len(scrapes)-1:]
 	}
-	agg := c.Aggregate
-	if agg == "" {
-		agg = "each"
-	}
+	// The detail lists the scrapes that did not hold: the ones that held
+	// say nothing about the failure.
 	var lines []string
 	held := 0
 	for _, sc := range scrapes {
@@ -239,12 +287,9 @@ func (ev *evaluator) metricCheck(c *experiment.Check, inst, workload string) out
 		ok, shown := judge(ss, agg, c.Op, *c.Value)
 		if ok {
 			held++
+			continue
 		}
-		mark := "  "
-		if !ok {
-			mark = "✗ "
-		}
-		lines = append(lines, fmt.Sprintf("%st=%.1fs %s", mark, sc.T, shown))
+		lines = append(lines, fmt.Sprintf("✗ t=%.1fs %s", sc.T, shown))
 	}
 	var pass bool
 	switch mode {
@@ -257,11 +302,14 @@ func (ev *evaluator) metricCheck(c *experiment.Check, inst, workload string) out
 		return outcome{ok: true}
 	}
 	if len(lines) > maxShownScrapes {
-		lines = append([]string{fmt.Sprintf("(%d earlier scrapes)", len(lines)-maxShownScrapes)}, lines[len(lines)-maxShownScrapes:]...)
+		lines = append(lines[:maxShownScrapes], fmt.Sprintf("(%d more scrapes did not hold)", len(lines)-maxShownScrapes))
 	}
 	head := fmt.Sprintf("%s in %s scrape(s) of %s: want %s %s (%s)", what, mode, source, agg, want, fmt.Sprintf("%d of %d held", held, len(scrapes)))
 	if mode == "last" {
 		head = fmt.Sprintf("%s in the last scrape of %s: want %s %s", what, source, agg, want)
+	}
+	if skipped > 0 {
+		head += fmt.Sprintf("; %d earlier scrape(s), before the series existed, left out", skipped)
 	}
 	return outcome{detail: head + "\n" + strings.Join(lines, "\n")}
 }

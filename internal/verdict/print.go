@@ -38,6 +38,8 @@ func Label(r *rundir.CheckResult) string {
 		return "ERROR"
 	case rundir.ResultInconclusive:
 		return "INCONCLUSIVE"
+	case rundir.ResultNA:
+		return "n/a"
 	}
 	return strings.ToUpper(r.Result)
 }
@@ -103,7 +105,7 @@ func PrintWith(w io.Writer, v *rundir.Verdict, o PrintOptions) {
 		}
 		fmt.Fprintln(w, line)
 		switch {
-		case o.Verbose, r.Result == rundir.ResultFail, r.Result == rundir.ResultXFail, r.Result == rundir.ResultError, r.Result == rundir.ResultInconclusive:
+		case o.Verbose, r.Result == rundir.ResultFail, r.Result == rundir.ResultXFail, r.Result == rundir.ResultError, r.Result == rundir.ResultInconclusive, r.Result == rundir.ResultNA:
 			printDetail(w, v, r.Detail, o.Verbose)
 			if r.Artifact != "" {
 				printDetail(w, v, "counter-example: "+r.Artifact, o.Verbose)

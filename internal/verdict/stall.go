@@ -51,7 +51,7 @@ func (ev *evaluator) stallCheck(c *experiment.Check, workload, inst string) outc
 			return outcome{err: err.Error(), detail: err.Error()}
 		}
 	} else {
-		what = "metric " + c.Family + formatLabels(c.Labels)
+		what = "metric " + c.Family + formatLabels(expandLabels(c.Labels, inst, workload))
 		scrapes, _, err := ev.scrapes(c.Source)
 		if err != nil {
 			return outcome{err: err.Error(), detail: err.Error()}
