@@ -109,7 +109,11 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 					return
 				}
 			}
-			errs[i] = fault.Apply(ctx, &faultEnv{e: e, o: o, run: run, v: v}, ops[i], v.h)
+			// Overlapping faults on one victim act one after another
+			// (serialize.go).
+			errs[i] = e.serialized(ctx, o, run, v, func() error {
+				return fault.Apply(ctx, &faultEnv{e: e, o: o, run: run, v: v}, ops[i], v.h)
+			})
 		}()
 	}
 	wg.Wait()

@@ -214,8 +214,8 @@ flow: w
 
 // TestHealthAnsweredByAnotherProcess: a target whose health check passes
 // while the process its start hook started has exited (another copy
-// answered on its port) is not the run's: the run is ERROR, saying so, and
-// the flow does not start.
+// answered on its port) is not the run's: the run is ERROR, saying the
+// target exited before it was ready, and the flow does not start.
 func TestHealthAnsweredByAnotherProcess(t *testing.T) {
 	out, events := runWith(t, `apiVersion: chaos/v1alpha1
 id: impostor
@@ -239,7 +239,7 @@ flow: w
 	if out.Verdict.Verdict != rundir.VerdictError {
 		t.Fatalf("verdict %s, want ERROR", out.Verdict.Verdict)
 	}
-	if msg := strings.Join(out.Verdict.Errors, "\n"); !strings.Contains(msg, "health answered, but the target's process exited: is another copy running on the same port?") {
+	if msg := strings.Join(out.Verdict.Errors, "\n"); !strings.Contains(msg, "target server exited before it was ready") {
 		t.Errorf("errors %q do not say the health check was answered by another process", msg)
 	}
 	if len(find(events, "node.started")) != 0 {

@@ -100,8 +100,10 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 	}
 	// A Down that has begun is seen through even when the run is aborted
 	// meanwhile: it returns once nothing of the handle runs, so what it took
-	// down is always in a known state, and brought back when it should be.
-	down := context.WithoutCancel(ctx)
+	// down is always in a known state, and brought back when it should be;
+	// but for abortGrace at most, so nothing keeps an aborted run alive.
+	down, stop := seeThrough(ctx)
+	defer stop()
 	switch op.Fault {
 	case experiment.FaultKill:
 		if e, ok := h.(Ender); ok {
@@ -172,7 +174,9 @@ func hold(ctx context.Context, env Env, op Op, undo func(ctx context.Context) er
 		return nil
 	}
 	err := backend.Sleep(ctx, op.Duration)
-	if rerr := now(context.WithoutCancel(ctx)); rerr != nil {
+	rctx, stop := seeThrough(ctx)
+	defer stop()
+	if rerr := now(rctx); rerr != nil {
 		return rerr
 	}
 	return err
@@ -191,7 +195,8 @@ const (
 func crashLoop(ctx context.Context, env Env, op Op, h backend.Handle) error {
 	// Once the first kill has landed the handle is always brought back: an
 	// abort in between ends the loop early with the handle up and ready.
-	bg := context.WithoutCancel(ctx)
+	bg, stop := seeThrough(ctx)
+	defer stop()
 	var downAt time.Time
 	kill := func(ctx context.Context, phase, aimed string) error {
 		fields := []rundir.Field{rundir.F("operation", op.Operation), rundir.F("target", h.Name()), rundir.F("phase", phase), rundir.F("id", h.ID())}

@@ -501,10 +501,12 @@ func (t *target) Up(ctx context.Context) error {
 	old, prev, before := t.downPid, t.starting, t.starter
 	t.mu.Unlock()
 	// A start hook an earlier Up launched (a crash loop killed what it
-	// started) finishes first: two start hooks never race.
+	// started) finishes first: two start hooks never race. Its result is
+	// put back, for a Ready that still waits for it.
 	if prev != nil {
 		select {
-		case <-prev:
+		case err := <-prev:
+			prev <- err
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -513,8 +515,11 @@ func (t *target) Up(ctx context.Context) error {
 	t.mu.Lock()
 	t.starting = done
 	t.mu.Unlock()
+	// The hook outlives Up (Ready waits for it) but not ctx: a fault's
+	// context outlives the run's end only by a few seconds, so an
+	// aborted run never waits for a start that does not come.
 	go func() {
-		_, err := t.runHook(context.WithoutCancel(ctx), "start", t.spec.Start)
+		_, err := t.runHook(ctx, "start", t.spec.Start)
 		done <- err
 	}()
 	deadline := time.Now().Add(t.healthTimeout())
