@@ -151,7 +151,12 @@ type nlattr struct {
 
 // nfqMessage builds one nfnetlink_queue message.
 func nfqMessage(msgType uint8, queue uint16, seq uint32, flags uint16, attrs []nlattr) []byte {
-	b := make([]byte, unix.NLMSG_HDRLEN, 64)
+	return appendNfq(make([]byte, 0, 64), msgType, queue, seq, flags, attrs)
+}
+
+// appendNfq builds one nfnetlink_queue message in b (empty).
+func appendNfq(b []byte, msgType uint8, queue uint16, seq uint32, flags uint16, attrs []nlattr) []byte {
+	b = append(b, make([]byte, unix.NLMSG_HDRLEN)...)
 	b = append(b, unix.AF_UNSPEC, unix.NFNETLINK_V0, byte(queue>>8), byte(queue))
 	for _, a := range attrs {
 		n := 4 + len(a.data)
@@ -252,13 +257,18 @@ func (q *delayQueue) push(id uint32, now time.Time) {
 		due = q.lastDue // never before a packet sent earlier
 	}
 	q.lastDue = due
+	first := len(q.pending) == 0
 	q.pending = append(q.pending, held{id, due})
 	q.maxID, q.any = id, true
 	q.Delayed++
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	// Packets are due in the order they came, so only a packet that finds
+	// the queue empty changes when the giver must wake next.
+	if first {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -266,6 +276,7 @@ func (q *delayQueue) push(id uint32, now time.Time) {
 func (q *delayQueue) give() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	verdict := make([]byte, 0, 64)
 	for {
 		q.mu.Lock()
 		now := time.Now()
@@ -282,7 +293,7 @@ func (q *delayQueue) give() {
 		}
 		q.mu.Unlock()
 		if n > 0 {
-			q.accept(last)
+			verdict = q.accept(verdict[:0], last)
 		}
 		if !t.Stop() {
 			select {
@@ -300,13 +311,15 @@ func (q *delayQueue) give() {
 	}
 }
 
-// accept gives back every packet up to id.
-func (q *delayQueue) accept(id uint32) {
-	v := make([]byte, 8)
-	binary.BigEndian.PutUint32(v, nfAccept)
+// accept gives back every packet up to id (one verdict for them all),
+// building the message in buf, which it returns for the next.
+func (q *delayQueue) accept(buf []byte, id uint32) []byte {
+	var v [8]byte
+	binary.BigEndian.PutUint32(v[:], nfAccept)
 	binary.BigEndian.PutUint32(v[4:], id)
-	msg := nfqMessage(nfqnlMsgVerdictBatch, q.num, 0, unix.NLM_F_REQUEST, []nlattr{{nfqaVerdictHdr, v}})
-	_, _ = q.f.Write(msg)
+	buf = appendNfq(buf, nfqnlMsgVerdictBatch, q.num, 0, unix.NLM_F_REQUEST, []nlattr{{nfqaVerdictHdr, v[:]}})
+	_, _ = q.f.Write(buf)
+	return buf
 }
 
 // Close gives back every packet still held, at once, and unbinds the
@@ -328,7 +341,7 @@ func (q *delayQueue) Close() error {
 	q.pending = nil
 	q.mu.Unlock()
 	if any {
-		q.accept(maxID)
+		q.accept(nil, maxID)
 	}
 	return q.f.Close()
 }
