@@ -17,11 +17,6 @@ import (
 const startingHeap = 32 << 20
 
 func main() {
-	// The resource faults' stress helper is this binary too, placed in a
-	// target's cgroup: it does its work and nothing else of the CLI.
-	if len(os.Args) > 1 && os.Args[1] == fault.StressCommand {
-		os.Exit(fault.StressMain(os.Args[2:]))
-	}
 	startheap.Adjust(startingHeap)
 	// SIGINT, SIGTERM and SIGHUP are caught from package sigcatch's init
 	// when the binary is named chaos; from here on whatever its name.
@@ -30,21 +25,25 @@ func main() {
 }
 
 func run() int {
+	// The resource faults' stress helper is this binary too, placed in a
+	// target's cgroup: it does its work and nothing else of the CLI.
+	if len(os.Args) > 1 && os.Args[1] == fault.StressCommand {
+		return fault.StressMain(os.Args[2:])
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = "."
 	}
 	code := cli.Main(cli.State{
 		Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Env: os.Environ(), Dir: dir, Signals: cli.OSSignals, ReleaseSignals: cli.OSReleaseSignals,
+		Env: os.Environ(), Dir: dir, Signals: cli.OSSignals,
 	})
 	return lateSignal(code)
 }
 
 // lateSignal makes the exit code 2 when a signal came after the command
 // had finished its work but before the process ended: a signal always
-// ends chaos with 2 (or by the signal itself, for commands that do not
-// handle signals).
+// ends chaos with 2.
 func lateSignal(code int) int {
 	if sigcatch.Finish() && code == 0 {
 		fmt.Fprintln(os.Stderr, "chaos: interrupted by a signal as it finished")

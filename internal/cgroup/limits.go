@@ -224,7 +224,9 @@ func Undo(ws []Write) error {
 
 // WriteFile writes one value to an interface file in a single write(2).
 func WriteFile(w Write) error {
-	f, err := os.OpenFile(w.Path, os.O_WRONLY, 0)
+	// O_TRUNC as a shell's > does: cgroupfs ignores it, a plain file (a
+	// test's fake tree) needs it.
+	f, err := os.OpenFile(w.Path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return err
 	}

@@ -157,6 +157,9 @@ func startHelper(cores float64, memory int64, env []string) (*helper, error) {
 		args = append(args, "-memory", strconv.FormatInt(memory, 10))
 	}
 	cmd := exec.Command(exe, args...)
+	// Under the name it was started by: a binary that is several commands
+	// by its name (a test binary) is chaos again.
+	cmd.Args[0] = os.Args[0]
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	in, err := cmd.StdinPipe()

@@ -502,3 +502,189 @@ func createInstanceWith(t *testing.T, b *Backend, script string, onState func(ba
 	t.Cleanup(func() { in.Delete(context.Background()) })
 	return in
 }
+
+// loopFS makes an ext4 file system of size MiB on a loop device of its
+// own, mounted in a temp dir: a real block device, which the I/O limit
+// needs (the test's temp dir may be on overlay or tmpfs, which have none)
+// and a small file system to fill. It is unmounted and detached at the
+// end.
+func loopFS(t *testing.T, mib int) (mnt string, dev string) {
+	t.Helper()
+	for _, tool := range []string{"losetup", "mkfs.ext4", "mount", "umount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is missing, and CI is set", tool)
+			}
+			t.Skipf("%s is missing", tool)
+		}
+	}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, int64(mib)<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup: %v: %s", err, out)
+	}
+	dev = strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	mnt = filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
+	return mnt, dev
+}
+
+// An I/O limit of 1 MiB/s on the device that holds the path makes dd with
+// direct I/O measure 0.8-1.2 MB/s (dd's MB: 10^6 bytes).
+func TestIOLimitThrottlesDirectWrites(t *testing.T) {
+	needControllers(t, cgroup.IO)
+	mnt, dev := loopFS(t, 64)
+	script := fmt.Sprintf(`read x < go.fifo; dd if=/dev/zero of=%s/out bs=64k count=64 oflag=direct 2> dd.log; echo done > dd.done`, mnt)
+	in := createInstanceWith(t, New(backendtest.NewRun(t, nil)), script, func(backend.State, string) {}, mkfifo(t))
+	out := in.(*instance).spec.OutputDir
+	env := &resEnv{}
+	applyHeld(t, env, in, experiment.FaultIOLimit, &experiment.Resource{Path: mnt, WriteBPS: "1MiB"}, t.TempDir())
+	t.Logf("limited %v (%s)", env.event("resource.applied")["device"], dev)
+	if err := os.WriteFile(filepath.Join(out, "go.fifo"), []byte("go\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(out, "dd.done"))
+	log := readFile(t, filepath.Join(out, "dd.log"))
+	rate := ddRate(t, log)
+	t.Logf("dd under a 1MiB/s write limit: %.3f MB/s (%s)", rate, strings.TrimSpace(log))
+	if rate < 0.8 || rate > 1.2 {
+		t.Errorf("dd oflag=direct wrote at %.3f MB/s under a 1MiB/s limit, want 0.8-1.2", rate)
+	}
+}
+
+// ddRate reads dd's last line: "4194304 bytes (4.2 MB, 4.0 MiB) copied,
+// 4.00 s, 1.0 MB/s", computing MB/s from the bytes and seconds.
+func ddRate(t *testing.T, log string) float64 {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) < 8 {
+		t.Fatalf("unexpected dd output %q", log)
+	}
+	n, err1 := strconv.ParseFloat(f[0], 64)
+	i := strings.Index(lines[len(lines)-1], "copied, ")
+	secs := strings.Fields(lines[len(lines)-1][i+len("copied, "):])[0]
+	s, err2 := strconv.ParseFloat(secs, 64)
+	if err1 != nil || err2 != nil || s == 0 {
+		t.Fatalf("unexpected dd output %q", log)
+	}
+	return n / 1e6 / s
+}
+
+// Disk full: the target's write fails with ENOSPC while the fault holds;
+// after the revert the filler file is gone and the space is back.
+func TestDiskFillGivesENOSPC(t *testing.T) {
+	needControllers(t) // root only
+	mnt, _ := loopFS(t, 32)
+	var before unix.Statfs_t
+	if err := unix.Statfs(mnt, &before); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`read x < go.fifo; dd if=/dev/zero of=%s/w bs=64k count=1 conv=fsync 2> dd.log; echo $? > dd.code`, mnt)
+	in := createInstanceWith(t, New(backendtest.NewRun(t, nil)), script, func(backend.State, string) {}, mkfifo(t))
+	out := in.(*instance).spec.OutputDir
+	env := &resEnv{}
+	zero := "0"
+	revert := applyHeld(t, env, in, experiment.FaultDiskFill, &experiment.Resource{Path: mnt, Free: &zero}, t.TempDir())
+	ev := env.event("resource.applied")
+	t.Logf("filled: %v", ev)
+	if err := os.WriteFile(filepath.Join(out, "go.fifo"), []byte("go\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(out, "dd.code"))
+	if log := readFile(t, filepath.Join(out, "dd.log")); !strings.Contains(log, "No space left on device") {
+		t.Errorf("the target's write did not fail with ENOSPC: %q", log)
+	}
+	revert()
+	matches, _ := filepath.Glob(filepath.Join(mnt, ".chaos-fill-*"))
+	if len(matches) > 0 {
+		t.Errorf("filler files left after the revert: %v", matches)
+	}
+	os.Remove(filepath.Join(mnt, "w"))
+	var after unix.Statfs_t
+	if err := unix.Statfs(mnt, &after); err != nil {
+		t.Fatal(err)
+	}
+	if d := int64(before.Bfree) - int64(after.Bfree); d*int64(after.Bsize) > 1<<20 {
+		t.Errorf("after the revert %d fewer blocks are free than before", d)
+	}
+}
+
+// CPU stress burns inside the target's own group: the helper is in it,
+// the group's cpuacct shows it working, and it is gone after the revert.
+func TestCPUStressBurnsInTheTargetsGroup(t *testing.T) {
+	needControllers(t, cgroup.CPU, cgroup.CPUAcct)
+	in := createInstance(t, New(backendtest.NewRun(t, nil)), "sh -c 'echo $$ > idle.pid; exec sleep 600'")
+	pid := scriptPid(t, in, "idle.pid")
+	ref := exec.Command("sh", "-c", "while :; do :; done")
+	if err := ref.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Process.Kill(); ref.Wait() })
+	env := &resEnv{}
+	revert := applyHeld(t, env, in, experiment.FaultCPUStress, &experiment.Resource{Cores: 1}, t.TempDir())
+	helper := int(env.event("resource.applied")["helper_pid"].(int))
+	hc, _ := cgroup.ProcCgroups(helper)
+	tc, _ := cgroup.ProcCgroups(pid)
+	if hc["cpu"] != tc["cpu"] || hc["memory"] != tc["memory"] || hc["cpu"] == "/" {
+		t.Errorf("the helper is in %v, the target in %v: not the target's own groups", hc, tc)
+	}
+	r0 := cpuOf(t, ref.Process.Pid)
+	used, dir := groupCPUShare(t, pid, 2*time.Second)
+	free := (cpuOf(t, ref.Process.Pid) - r0) / 2
+	t.Logf("an idle target under cpu-stress 1: its group uses %.3f of a CPU (%s); an unlimited busy loop beside it %.3f", used, dir, free)
+	if used < 0.6*free || used < 0.05 {
+		t.Errorf("the target's group used %.3f of a CPU under cpu-stress 1 (a busy loop beside it: %.3f)", used, free)
+	}
+	revert()
+	if err := syscall.Kill(helper, 0); err == nil {
+		t.Errorf("the stress helper %d is still running after the revert", helper)
+	}
+}
+
+// Memory stress allocates inside the target's group: its usage grows by
+// what was asked, and the helper is gone after the revert.
+func TestMemoryStressAllocatesInTheTargetsGroup(t *testing.T) {
+	needControllers(t, cgroup.Memory)
+	in := createInstance(t, New(backendtest.NewRun(t, nil)), "sh -c 'echo $$ > idle.pid; exec sleep 600'")
+	pid := scriptPid(t, in, "idle.pid")
+	env := &resEnv{}
+	revert := applyHeld(t, env, in, experiment.FaultMemoryStress, &experiment.Resource{Memory: "64MiB"}, t.TempDir())
+	h, _ := cgroup.FindHierarchies()
+	p, _ := cgroup.PlaceOfPid(h, pid)
+	var u cgroup.Usage
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		u, _ = cgroup.ReadUsage(p)
+		if u.MemoryBytes >= 64<<20 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the target's group uses %d MiB under memory-stress 64MiB", u.MemoryBytes>>20)
+	if u.MemoryBytes < 64<<20 {
+		t.Errorf("the target's group uses %d bytes, want at least 64 MiB", u.MemoryBytes)
+	}
+	helper := int(env.event("resource.applied")["helper_pid"].(int))
+	revert()
+	if err := syscall.Kill(helper, 0); err == nil {
+		t.Errorf("the stress helper %d is still running after the revert", helper)
+	}
+}
