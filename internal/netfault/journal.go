@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 )
 
 // The journal: one JSON line per attempt to apply a rule, written before
@@ -284,6 +285,12 @@ func validEntry(e Entry, runID string) (string, error) {
 	default:
 		return "event", fmt.Errorf("%q is neither apply nor removed", e.Event)
 	}
+	// What cleanup prints must not steer the terminal.
+	for _, f := range []struct{ name, v string }{{"run_id", e.RunID}, {"operation", e.Operation}, {"target", e.Target}, {"what", e.What}, {"note", e.Note}} {
+		if i := strings.IndexFunc(f.v, unicode.IsControl); i >= 0 {
+			return f.name, fmt.Errorf("a control character (%q)", f.v[i:i+1])
+		}
+	}
 	if e.Rule < 1 || e.Rule > 1<<30 {
 		return "rule", fmt.Errorf("%d is not a rule number", e.Rule)
 	}
@@ -301,6 +308,13 @@ func validEntry(e Entry, runID string) (string, error) {
 		return "mechanism", fmt.Errorf("%q is not one the harness uses", e.Mechanism)
 	}
 	if e.Event == "apply" {
+		// The fault decides how a chain is removed; what a mechanism can
+		// carry includes what earlier harnesses made with it (loss and
+		// blackhole were nftables tables).
+		faults := map[string][]string{MechNft: {Loss, Reset, Blackhole, Partition}, MechDrop: {Loss, Blackhole}, MechTbf: {Bandwidth}, MechNetem: {Latency}, MechQueue: {Latency}}
+		if !slices.Contains(faults[e.Mechanism], e.Fault) {
+			return "fault", fmt.Errorf("%q is not a fault a %s rule is made for", e.Fault, e.Mechanism)
+		}
 		if e.RunID != runID {
 			return "run_id", fmt.Errorf("%q is not this journal's run (%s)", e.RunID, runID)
 		}

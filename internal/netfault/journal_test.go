@@ -27,10 +27,10 @@ func line(e Entry) string {
 func TestReadJournal(t *testing.T) {
 	tag := Tag(testRun)
 	nft := func(rule int) Entry {
-		return Entry{Event: "apply", Rule: rule, RunID: testRun, NSIno: 7, Mechanism: MechNft, Table: fmt.Sprintf("chaos_%s_%d", tag, rule), Devices: []string{"eth0"}}
+		return Entry{Event: "apply", Rule: rule, RunID: testRun, NSIno: 7, Fault: Partition, Mechanism: MechNft, Table: fmt.Sprintf("chaos_%s_%d", tag, rule), Devices: []string{"eth0"}}
 	}
-	netem := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechNetem, Devices: []string{"eth0"}}
-	queue := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_3", Devices: []string{"eth0"}, MadeTables: []string{"ip mangle"}}
+	netem := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Fault: Latency, Mechanism: MechNetem, Devices: []string{"eth0"}}
+	queue := Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Fault: Latency, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_3", Devices: []string{"eth0"}, MadeTables: []string{"ip mangle"}}
 	bad := func(f func(e *Entry)) string { e := nft(1); f(&e); return line(e) }
 	for _, c := range []struct {
 		name string
@@ -52,8 +52,11 @@ func TestReadJournal(t *testing.T) {
 		{"another run's table", bad(func(e *Entry) { e.Table = "chaos_" + Tag("other") + "_1" }), nil, `field "table"`},
 		{"another rule's table", bad(func(e *Entry) { e.Table = "chaos_" + tag + "_2" }), nil, `field "table"`},
 		{"a table with a newline", bad(func(e *Entry) { e.Table = nft(1).Table + "\n-F INPUT" }), nil, `field "table"`},
-		{"queue chain lower case", line(Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Mechanism: MechQueue, Table: "chaos_" + tag + "_3"}), nil, `field "table"`},
-		{"qdisc with a table", bad(func(e *Entry) { e.Mechanism = MechTbf }), nil, `field "table"`},
+		{"queue chain lower case", line(Entry{Event: "apply", Rule: 3, RunID: testRun, NSIno: 7, Fault: Latency, Mechanism: MechQueue, Table: "chaos_" + tag + "_3"}), nil, `field "table"`},
+		{"an old nftables loss", bad(func(e *Entry) { e.Fault = Loss }), []string{nft(1).Table}, ""},
+		{"a fault its mechanism does not make", bad(func(e *Entry) { e.Fault = Latency }), nil, `field "fault"`},
+		{"a target that steers the terminal", bad(func(e *Entry) { e.Target = "w-0\x1b[2J" }), nil, `field "target": a control character`},
+		{"qdisc with a table", bad(func(e *Entry) { e.Mechanism, e.Fault = MechTbf, Bandwidth }), nil, `field "table"`},
 		{"removed naming another table", line(nft(1)) + line(Entry{Event: "removed", Rule: 1, Mechanism: MechNft, Table: "keepme"}), nil, `test.jsonl:2: field "table"`},
 		{"device with a space", bad(func(e *Entry) { e.Devices = []string{"eth0 root"} }), nil, `field "devices"`},
 		{"device too long", bad(func(e *Entry) { e.Devices = []string{"abcdefghijklmnop"} }), nil, `field "devices"`},
@@ -118,7 +121,7 @@ func TestReadJournalFile(t *testing.T) {
 	}
 	// The run is the one the file is named after.
 	other := filepath.Join(dir, "20260101T000000Z-ffff.4.4.jsonl")
-	os.WriteFile(other, []byte(line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSIno: 1, Mechanism: MechNft, Table: "chaos_" + Tag(testRun) + "_1"})), 0o600)
+	os.WriteFile(other, []byte(line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSIno: 1, Fault: Reset, Mechanism: MechNft, Table: "chaos_" + Tag(testRun) + "_1"})), 0o600)
 	if _, err := ReadJournal(other, ""); err == nil || !strings.Contains(err.Error(), `:1: field "run_id"`) {
 		t.Errorf("a journal of another run than its name: %v", err)
 	}
@@ -128,8 +131,8 @@ func TestReadJournalFile(t *testing.T) {
 // what the run made.
 func FuzzReadJournal(f *testing.F) {
 	tag := Tag(testRun)
-	f.Add(line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSIno: 1, Mechanism: MechNft, Table: "chaos_" + tag + "_1"}))
-	f.Add(line(Entry{Event: "apply", Rule: 2, RunID: testRun, NSIno: 1, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_2", Devices: []string{"eth0"}}) + `{"event":"removed","rule":2}`)
+	f.Add(line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSIno: 1, Fault: Reset, Mechanism: MechNft, Table: "chaos_" + tag + "_1"}))
+	f.Add(line(Entry{Event: "apply", Rule: 2, RunID: testRun, NSIno: 1, Fault: Latency, Mechanism: MechQueue, Table: "CHAOS_" + tag + "_2", Devices: []string{"eth0"}}) + `{"event":"removed","rule":2}`)
 	f.Add(`{"event":"apply","rule":1,"run_id":"` + testRun + `","ns_ino":1,"mechanism":"nftables","table":"keepme ; add table inet x"}`)
 	f.Fuzz(func(t *testing.T, data string) {
 		left, err := parseJournal("f.jsonl", testRun, []byte(data))
@@ -190,7 +193,7 @@ func TestCleanupRefusesForeignNames(t *testing.T) {
 	stop := holdNS(t, ns)
 	defer stop()
 	state := t.TempDir()
-	p := deadJournal(t, state, testRun, line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSDev: ns.Dev, NSIno: ns.Ino, Mechanism: MechNft, Table: "keepme ; add table inet x"}))
+	p := deadJournal(t, state, testRun, line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSDev: ns.Dev, NSIno: ns.Ino, Fault: Reset, Mechanism: MechNft, Table: "keepme ; add table inet x"}))
 	for _, dry := range []bool{true, false} {
 		var found []string
 		err = Cleanup(ctx, state, "", dry, func(s string) { found = append(found, s) })
