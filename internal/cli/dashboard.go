@@ -37,7 +37,7 @@ written.`,
   curl -H 'Content-Type: application/json' -d "{\"dashboard\": $(chaos dashboard runs/x/*)}" http://grafana:3000/api/dashboards/db`,
 		Args: minArgs("at least one run directory (RUN...)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runs, err := loadRuns(args)
+			runs, err := loadRuns(cmd.Context(), args)
 			if err != nil {
 				return err
 			}

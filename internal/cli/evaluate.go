@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,12 +26,12 @@ func init() {
 func newEvaluateCmd(s *streams) *cobra.Command {
 	var experimentFile, adapterRef, junitFile string
 	var trust bool
+	maxCheckTime := defaultMaxCheckTime
 	var output outputFlag
 	var vb verbosity
 	cmd := &cobra.Command{
-		Annotations: signalsHandled(),
-		Use:         "evaluate RUN",
-		Short:       "Decide a run's verdict again from its run directory, offline",
+		Use:   "evaluate RUN",
+		Short: "Decide a run's verdict again from its run directory, offline",
 		Long: `Decide the verdict of a run again from its run directory alone: every check
 runs against the recorded evidence, with no system and no process of the run
 around. Preflight checks are not run again; their recorded outcome is used.
@@ -66,19 +67,27 @@ not be written); 3 INCONCLUSIVE; 4 RUN is not a run directory, or
 			}
 			ctx, stop := s.signalContext()
 			defer stop()
-			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef, junitFile, trust, output.json(), vb)
+			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef, junitFile, trust, output.json(), vb, maxCheckTime)
 		},
 	}
 	cmd.Flags().BoolVar(&trust, "trust", false, "run the shell checks of RUN/experiment.yaml and the checks of RUN/adapter.yaml: they run as you, with your environment")
 	cmd.Flags().StringVar(&experimentFile, "experiment", "", "evaluate with this (newer) experiment file instead of RUN/experiment.yaml; its id must be the run's")
 	cmd.Flags().StringVar(&adapterRef, "adapter", "", "evaluate with this adapter file (or id) instead of RUN/adapter.yaml; its id must be the run's")
+	cmd.Flags().DurationVar(&maxCheckTime, "max-check-time", defaultMaxCheckTime, "the most time one check may search (a linearizable check's timeout), whatever the run's experiment.yaml says")
 	cmd.Flags().StringVar(&junitFile, "junit", "", "also write the result as JUnit XML to this file")
 	addOutputFlag(cmd, &output)
 	addVerbosityFlags(cmd, &vb, "print only the verdict and the run directory")
 	return cmd
 }
 
-func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef, junitFile string, trust, asJSON bool, vb verbosity) error {
+// defaultMaxCheckTime is how long chaos evaluate lets one check search
+// unless --max-check-time says otherwise.
+const defaultMaxCheckTime = 5 * time.Minute
+
+func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef, junitFile string, trust, asJSON bool, vb verbosity, maxCheckTime time.Duration) error {
+	if maxCheckTime <= 0 {
+		return invalidf("--max-check-time %v: want a positive duration", maxCheckTime)
+	}
 	d, err := openRunDir(runPath)
 	if err != nil {
 		return err
@@ -151,6 +160,8 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		RefuseAdapterChecks:   refuseA,
 		Timeline:              &verdict.Timeline{Events: events, Err: timelineErr},
 		Refusal:               refusal(runPath, refuseX, refuseA),
+		MaxCheckTime:          maxCheckTime,
+		RedactPage:            redact.For(s.st.Env, x, a).HTML,
 	})
 	if err != nil {
 		var limit *rundir.LimitError
@@ -195,6 +206,9 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		if err := writeJUnit(junitFile, d.Root, v); err != nil {
 			return harnessf("%v", err)
 		}
+	}
+	if name := interrupted(ctx); name != "" {
+		return harnessf("interrupted by %s: the checks it stopped are ERROR; the evaluation was written to %s", name, path)
 	}
 	return verdictExit(v.Verdict)
 }

@@ -26,7 +26,7 @@ written.`,
   gh issue comment 4910 --body-file "$(chaos evidence runs/gateway-kill-keeps-state/20261029T120842Z-3b2c)"`,
 		Args: exactArgs(1, "a run directory (RUN)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := loadRun(args[0])
+			r, err := loadRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

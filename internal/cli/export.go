@@ -40,7 +40,7 @@ one is refused); 2 FILE could not be written.`,
   promtool tsdb create-blocks-from openmetrics runs.om ./data`,
 		Args: minArgs("at least one run directory (RUN...)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			runs, err := loadRuns(args)
+			runs, err := loadRuns(cmd.Context(), args)
 			if err != nil {
 				return err
 			}

@@ -271,7 +271,16 @@ func interrupted(ctx context.Context) string {
 // ends the subscription and returns that name ("" when none came): a signal
 // that reached the process before it was called counts, even one still on
 // its way to the context. It may be called more than once.
+//
+// There is one subscription per command: Main makes it before the command
+// runs (every command's cmd.Context() is this context), and a command that
+// asks again gets the same context and func.
 func (s *streams) signalContext() (context.Context, func() string) {
+	s.sigOnce.Do(func() { s.sigCtx, s.sigStop = s.subscribe() })
+	return s.sigCtx, s.sigStop
+}
+
+func (s *streams) subscribe() (context.Context, func() string) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	if s.st.Signals == nil {
 		return ctx, func() string { cancel(nil); return "" }

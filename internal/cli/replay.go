@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
-	"time"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,9 +30,10 @@ func init() { extraCommands = append(extraCommands, newReplayCmd) }
 func newReplayCmd(s *streams) *cobra.Command {
 	var runsDir string
 	var force, useCopy, plain bool
+	var cell string
 	cmd := &cobra.Command{
 		Annotations: signalsHandled(),
-		Use:         "replay RUN [--copy | --force] [--runs-dir DIR]",
+		Use:         "replay RUN [--copy | --force] [--cell CELL] [--runs-dir DIR]",
 		Short:       "Run an experiment again as an earlier run did, and name every choice that came out differently",
 		Long: `Run the experiment of RUN again with the same experiment file, adapter,
 seed and flags (--settle, --otlp-grpc, --otlp-http, from the run's command
@@ -46,6 +49,11 @@ The experiment file must be the one the run read: when its sha256 changed,
 replay refuses, unless --copy (replay the run's own copy, experiment.yaml and
 adapter.yaml, as if at the original path) or --force (the file as it is
 now). A changed adapter file is only warned about (--copy uses the copy).
+
+--cell AXIS=VALUE[,AXIS=VALUE...] replays one cell of the experiment's
+matrix alone: only the workloads, operations and checks written out for it
+run, with the same names, so their choices are the original's; the new
+run's experiment.yaml ends with matrix-cell: CELL.
 
 The new run directory also holds replay.json: the original run, whether the
 choices were the same, and every divergence. Output: the replay's lines,
@@ -81,15 +89,24 @@ cannot be read or its experiment changed (without --copy or --force).`,
 			if err != nil {
 				return err
 			}
+			if cell != "" {
+				// One cell of the matrix: the run's copy of the
+				// experiment will say which (matrix-cell).
+				data, err := experiment.CellData(x.Raw, cell)
+				if err != nil {
+					return inputError(fmt.Sprintf("--cell: %v", err))
+				}
+				cx, ps := experiment.Parse(x.File, data)
+				if ps.Err() != nil {
+					return problemsError(s, ps)
+				}
+				x = cx
+			}
 			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir}
 			seed := m.Seed
 			cfg.Seed = &seed
-			flags := originalFlags(m.Command)
-			cfg.OTLPGRPC, cfg.OTLPHTTP = flags["otlp-grpc"], flags["otlp-http"]
-			if v := flags["settle"]; v != "" {
-				if dur, err := time.ParseDuration(v); err == nil {
-					cfg.Settle = &dur
-				}
+			if err := replayFlags(&cfg, src, originalFlags(m.Command)); err != nil {
+				return err
 			}
 			cfg.RunsDir = runsDir
 			if cfg.RunsDir == "" {
@@ -128,6 +145,16 @@ cannot be read or its experiment changed (without --copy or --force).`,
 				nd.Close()
 			}
 			before := replay.Choices(events)
+			if cell != "" {
+				// Only the cell's own choices are made again.
+				var own []replay.Choice
+				for _, c := range before {
+					if x.Operation(c.Operation) != nil {
+						own = append(own, c)
+					}
+				}
+				before = own
+			}
 			res.Choices = len(before)
 			res.Divergences = replay.Diff(before, replay.Choices(now))
 			res.Same = len(res.Divergences) == 0
@@ -150,6 +177,7 @@ cannot be read or its experiment changed (without --copy or --force).`,
 	f.StringVar(&runsDir, "runs-dir", "", "where the new run directory goes (default $CHAOS_RUNS_DIR, else ./runs)")
 	f.BoolVar(&useCopy, "copy", false, "replay the run's own copies of the experiment and adapter, even if the files changed")
 	f.BoolVar(&force, "force", false, "replay the experiment file as it is now, even if it changed")
+	f.StringVar(&cell, "cell", "", "replay one cell of the experiment's matrix, AXIS=VALUE[,AXIS=VALUE...]: only its workloads, operations and checks run")
 	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
 	return cmd
 }
@@ -157,8 +185,15 @@ cannot be read or its experiment changed (without --copy or --force).`,
 // replayInputs loads the experiment and adapter a run used: the files at
 // their recorded paths when their sha256 is the recorded one (or with
 // force), else the run's copies with useCopy; otherwise it refuses.
+//
+// A file that came with the run directory (its copies, or a recorded path
+// that leads into it) could hold anyone's scripts: it is run only when the
+// user asks for the run's copies with --copy.
 func replayInputs(s *streams, d *rundir.Dir, m *rundir.Manifest, useCopy, force bool) (*experiment.Experiment, *adapter.Adapter, bool, bool, error) {
 	file := m.Experiment.File
+	if !useCopy && insideRun(d, file) {
+		return nil, nil, false, false, inputError(fmt.Sprintf("the experiment file recorded for run %s, %s, is inside the run directory: it came with the run, and replay runs nothing that came with a run unless asked; --copy replays the run's own copy (its workloads run as you)", m.RunID, file))
+	}
 	current, readErr := manifest.ReadFile(file)
 	copyX, copyErr := readRunFile(d, "experiment.yaml")
 	var x *experiment.Experiment
@@ -191,16 +226,18 @@ func replayInputs(s *streams, d *rundir.Dir, m *rundir.Manifest, useCopy, force 
 		a, ps = adapter.Resolver{}.Resolve(m.Adapter.ID)
 		sameA = a == nil || a.SHA256 == m.Adapter.SHA256 || m.Adapter.SHA256 == ""
 	} else {
+		if !useCopy && insideRun(d, m.Adapter.File) {
+			return nil, nil, false, false, inputError(fmt.Sprintf("the adapter file recorded for run %s, %s, is inside the run directory: it came with the run, and replay runs nothing that came with a run unless asked; --copy replays with the run's own adapter.yaml (its preflight steps and hooks run as you)", m.RunID, m.Adapter.File))
+		}
 		cur, err := manifest.ReadFile(m.Adapter.File)
 		sameA = err == nil && sha256Hex(cur) == m.Adapter.SHA256
 		switch {
-		case useCopy || err != nil:
+		case err != nil && !useCopy:
+			return nil, nil, false, false, inputError(fmt.Sprintf("the adapter file of run %s, %s, cannot be read (%v); --copy replays with the run's own adapter.yaml (its preflight steps and hooks run as you)", m.RunID, m.Adapter.File, err))
+		case useCopy:
 			data, cerr := readRunFile(d, "adapter.yaml")
 			if cerr != nil {
-				return nil, nil, false, false, inputError(fmt.Sprintf("the adapter of run %s: %s: %v; the run's adapter.yaml: %v", m.RunID, m.Adapter.File, err, cerr))
-			}
-			if !useCopy {
-				fmt.Fprintf(s.err, "warning: the adapter file %s cannot be read (%v); replaying with the run's copy\n", m.Adapter.File, err)
+				return nil, nil, false, false, inputError(fmt.Sprintf("the adapter of run %s: the run's adapter.yaml: %v", m.RunID, cerr))
 			}
 			a, ps = adapter.Parse(m.Adapter.File, data)
 			sameA = sha256Hex(data) == m.Adapter.SHA256
@@ -219,6 +256,88 @@ func replayInputs(s *streams, d *rundir.Dir, m *rundir.Manifest, useCopy, force 
 		fmt.Fprintf(s.err, "warning: the built-in adapter %s differs from the one run %s used (sha256 %s, the run's %s)\n", a.ID, m.RunID, short12(a.SHA256), short12(m.Adapter.SHA256))
 	}
 	return x, a, sameX, sameA, nil
+}
+
+// insideRun reports whether path (as recorded in a run's manifest) is, or
+// leads to, a file inside the run directory d.
+func insideRun(d *rundir.Dir, path string) bool {
+	if path == "" {
+		return false
+	}
+	root, err := filepath.EvalSymlinks(d.Root)
+	if err != nil {
+		root = d.Root
+	}
+	root, _ = filepath.Abs(root)
+	for _, p := range []string{path, evalOr(path)} {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+		if rel, err := filepath.Rel(d.Root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// evalOr is path with its symlinks resolved, or path when it cannot be.
+func evalOr(path string) string {
+	if p, err := filepath.EvalSymlinks(path); err == nil {
+		return p
+	}
+	return path
+}
+
+// replayFlags gives cfg the flags of the original command line that shape
+// a run, validated as chaos run validates its own: a manifest.json is
+// untrusted, so a settle time beyond the limits, or a receiver address
+// that is not this machine's loopback, is refused rather than obeyed.
+func replayFlags(cfg *engine.Config, src string, flags map[string]string) error {
+	if v, ok := flags["settle"]; ok {
+		var d durationFlag
+		if err := d.Set(v); err != nil {
+			return inputError(fmt.Sprintf("%s: manifest.json: command: --settle %q: %v", src, v, err))
+		}
+		cfg.Settle = d.ptr()
+	}
+	for _, f := range []struct {
+		name string
+		to   *string
+	}{{"otlp-grpc", &cfg.OTLPGRPC}, {"otlp-http", &cfg.OTLPHTTP}} {
+		v, ok := flags[f.name]
+		if !ok {
+			continue
+		}
+		if !loopbackAddr(v) {
+			return inputError(fmt.Sprintf("%s: manifest.json: command: --%s %q: replay listens only on a loopback address (127.0.0.1:PORT, [::1]:PORT, localhost:PORT) or off when the address comes from a run", src, f.name, v))
+		}
+		*f.to = v
+	}
+	return nil
+}
+
+// loopbackAddr reports whether addr is "off" or host:port with a loopback
+// host and a port.
+func loopbackAddr(addr string) bool {
+	if addr == "off" {
+		return true
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func readRunFile(d *rundir.Dir, name string) ([]byte, error) {

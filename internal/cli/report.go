@@ -43,7 +43,7 @@ written.`,
   xdg-open "$(chaos report runs/hello-world/20261029T112646Z-2f79)"`,
 		Args: exactArgs(1, "a run directory (RUN)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := loadRun(args[0])
+			r, err := loadRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

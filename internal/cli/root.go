@@ -5,11 +5,13 @@
 package cli
 
 import (
+	"context"
 	"errors"
-
 	"io"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -35,16 +37,20 @@ type State struct {
 	// Dir is the working directory: where hooks run and relative default
 	// directories (runs/, experiments/) are found.
 	Dir string
-	// Signals subscribes to Ctrl-C, SIGTERM and SIGHUP for a command that
-	// handles them (run, evaluate, provision); the returned func ends the
-	// subscription. Commands that do not subscribe keep the default (a
-	// signal ends the process). Nil means no signal ever comes.
+	// Signals subscribes to Ctrl-C, SIGTERM and SIGHUP; the returned func
+	// ends the subscription. Every command is subscribed while it runs
+	// (its cmd.Context() ends with the first signal). Nil means no signal
+	// ever comes.
 	Signals func() (<-chan os.Signal, func())
-	// ReleaseSignals, when set, is called before a command that does not
-	// handle signals runs: signals caught since the process started (see
-	// package sigcatch) get their default actions back.
-	ReleaseSignals func()
+	// Grace is how long a command that does not abort in its own order
+	// (see abortsInOrder) has after a signal before Main gives up on it
+	// and returns ExitError; zero means InterruptGrace.
+	Grace time.Duration
 }
+
+// InterruptGrace is how long a command has to stop after Ctrl-C or
+// SIGTERM, unless it aborts in its own order.
+const InterruptGrace = time.Second
 
 // OSSignals is State.Signals for the process's own signals. They are
 // caught from the moment the binary starts (package sigcatch), so one that
@@ -59,15 +65,16 @@ func OSSignals() (<-chan os.Signal, func()) {
 	}
 }
 
-// OSReleaseSignals is State.ReleaseSignals for the process's own signals.
-func OSReleaseSignals() { sigcatch.Release() }
+// abortsInOrder marks a command whose answer to a signal takes its own
+// time and must not be cut short: run (cleanup reverts every fault), replay,
+// preflight, provision and deprovision. Every other command stops within
+// State.Grace of a signal: what it was doing takes the signal's context,
+// and Main stops waiting for what does not.
+const abortsInOrder = "chaos/aborts-in-order"
 
-// handlesSignals marks a command that subscribes to signals (State.Signals)
-// and turns them into an orderly end.
-const handlesSignals = "chaos/handles-signals"
-
-// signalsHandled is the annotation of a command that handles signals.
-func signalsHandled() map[string]string { return map[string]string{handlesSignals: "yes"} }
+// signalsHandled is the annotation of a command that aborts in its own
+// order.
+func signalsHandled() map[string]string { return map[string]string{abortsInOrder: "yes"} }
 
 // streams is what a command uses of the state.
 type streams struct {
@@ -77,12 +84,26 @@ type streams struct {
 	// ran is set once cobra has parsed the command line and the command
 	// itself runs: an error without a code before that is a usage error.
 	ran bool
+	// inOrder is set when the command that runs aborts in its own order
+	// (abortsInOrder); Main reads it from another goroutine.
+	inOrder atomic.Bool
+
+	// The command's one subscription to signals (signalContext).
+	sigOnce sync.Once
+	sigCtx  context.Context
+	sigStop func() string
 }
 
 // getenv returns the value of name in the injected environment.
 func (s *streams) getenv(name string) string { return envvar.Get(s.st.Env, name) }
 
 // Main runs the CLI and returns the exit code.
+//
+// Every command runs with a context that the first Ctrl-C, SIGTERM or
+// SIGHUP cancels. A command that aborts in its own order (run, replay, ...)
+// is waited for; any other has State.Grace to return, after which Main
+// returns ExitError and says what was not finished, whatever the command
+// is still blocked in.
 func Main(st State) int {
 	if st.Stdin == nil {
 		st.Stdin = strings.NewReader("")
@@ -93,7 +114,11 @@ func Main(st State) int {
 	root.SetIn(st.Stdin)
 	root.SetOut(st.Stdout)
 	root.SetErr(st.Stderr)
-	err := root.Execute()
+	ctx, stop := s.signalContext()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	err := waitCommand(s, ctx, done)
+	stop()
 	if err == nil {
 		return ExitOK
 	}
@@ -108,6 +133,45 @@ func Main(st State) int {
 	}
 	printError(st.Stderr, err)
 	return code
+}
+
+// waitCommand waits for the command's result; after a signal, at most the
+// grace time, unless the command aborts in its own order.
+func waitCommand(s *streams, ctx context.Context, done <-chan error) error {
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	grace := s.st.Grace
+	if grace <= 0 {
+		grace = InterruptGrace
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+	}
+	if s.inOrder.Load() {
+		return <-done
+	}
+	name := interrupted(ctx)
+	if name == "" {
+		return <-done // the context ended with the command, not a signal
+	}
+	return harnessf("interrupted by %s: %s stopped before it finished; what it writes was not written", name, commandName(s.st.Args))
+}
+
+// commandName is "chaos <command>" for the arguments.
+func commandName(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return "chaos " + a
+		}
+	}
+	return "chaos"
 }
 
 // usageHint points at the help of the command the arguments name.
@@ -136,8 +200,8 @@ on one backend.
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, args []string) {
 			s.ran = true
-			if cmd.Annotations[handlesSignals] == "" && s.st.ReleaseSignals != nil {
-				s.st.ReleaseSignals()
+			if cmd.Annotations[abortsInOrder] != "" {
+				s.inOrder.Store(true)
 			}
 		},
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -79,7 +80,8 @@ func openRunDir(path string) (*rundir.Dir, error) {
 
 // loadRun reads a run directory for the commands that show it; a path that
 // is not one, or a run directory the harness refuses, is invalid input.
-func loadRun(path string) (*runview.Run, error) {
+// The work done with it afterwards (a page's histories) ends with ctx.
+func loadRun(ctx context.Context, path string) (*runview.Run, error) {
 	if err := checkRunPath(path); err != nil {
 		return nil, err
 	}
@@ -87,18 +89,30 @@ func loadRun(path string) (*runview.Run, error) {
 	if err != nil {
 		return nil, invalidf("%v", err)
 	}
-	return r, nil
+	if err := interruptedErr(ctx, "reading "+path); err != nil {
+		return nil, err
+	}
+	return r.WithContext(ctx), nil
 }
 
 // loadRuns reads several run directories.
-func loadRuns(paths []string) ([]*runview.Run, error) {
+func loadRuns(ctx context.Context, paths []string) ([]*runview.Run, error) {
 	var runs []*runview.Run
 	for _, p := range paths {
-		r, err := loadRun(p)
+		r, err := loadRun(ctx, p)
 		if err != nil {
 			return nil, err
 		}
 		runs = append(runs, r)
 	}
 	return runs, nil
+}
+
+// interruptedErr is the error of a command a signal interrupted while it
+// was doing what (nil when none came): exit code 2, naming the signal.
+func interruptedErr(ctx context.Context, what string) error {
+	if name := interrupted(ctx); name != "" {
+		return harnessf("interrupted by %s while %s; stopped before it finished", name, what)
+	}
+	return nil
 }

@@ -47,7 +47,7 @@ negative; 2 FILE could not be written.`,
 			if maxInstances < 0 {
 				return invalidf("--max-instances %d: want 0 (all) or more", maxInstances)
 			}
-			r, err := loadRun(args[0])
+			r, err := loadRun(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"context"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -83,10 +84,16 @@ func Prepare() {
 
 // WriteFile renders the run's report to RUN/report.html (r.Dir.ReportFile()),
 // atomically: a reader sees the old page or the new one, never half of one.
+//
+// When the run's context ended while the page was made (a signal), no
+// page is written: one made of what was read before would look whole.
 func WriteFile(r *runview.Run) error {
 	var buf bytes.Buffer
 	if err := Write(&buf, r); err != nil {
 		return err
+	}
+	if ctx := r.Context(); ctx.Err() != nil {
+		return fmt.Errorf("%s not written: %w", FileName, context.Cause(ctx))
 	}
 	return r.Dir.WriteFile(FileName, buf.Bytes())
 }

@@ -30,8 +30,6 @@ var Signals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 var (
 	mu      sync.Mutex
 	started bool
-	// released: no command handles signals; the default actions are back.
-	released bool
 	// sub receives signals while a command is subscribed.
 	sub chan os.Signal
 	// pending are signals caught while no command was subscribed.
@@ -86,8 +84,6 @@ func deliver(s os.Signal) {
 		case sub <- s:
 		default: // the subscriber has enough to act on
 		}
-	case released:
-		reraise(s)
 	default:
 		pending = append(pending, s)
 		if subscribed {
@@ -119,23 +115,6 @@ func Subscribe() (<-chan os.Signal, func()) {
 	}
 }
 
-// Release gives the signals their default actions back, for a command that
-// does not handle them: one caught before is raised again, so it has the
-// effect it would have had.
-func Release() {
-	mu.Lock()
-	defer mu.Unlock()
-	if !started || released {
-		return
-	}
-	released = true
-	signal.Reset(Signals...)
-	for _, s := range pending {
-		reraise(s)
-	}
-	pending = nil
-}
-
 // Late reports whether a signal was caught after a command's subscription
 // had ended (its work was done, the process had not exited yet). It flushes
 // first, so a signal that reached the process before Late was called is
@@ -157,7 +136,7 @@ func Finish() (late bool) {
 	late = Late()
 	mu.Lock()
 	defer mu.Unlock()
-	if started && !released {
+	if started {
 		signal.Ignore(Signals...)
 	}
 	return late
@@ -172,7 +151,7 @@ func Finish() (late bool) {
 // the marker's is higher than those caught.
 func Flush(limit time.Duration) {
 	mu.Lock()
-	if !started || released {
+	if !started {
 		mu.Unlock()
 		return
 	}
@@ -188,12 +167,5 @@ func Flush(limit time.Duration) {
 	select {
 	case <-done:
 	case <-t.C:
-	}
-}
-
-func reraise(s os.Signal) {
-	if sig, ok := s.(syscall.Signal); ok {
-		signal.Reset(sig)
-		_ = syscall.Kill(os.Getpid(), sig)
 	}
 }
