@@ -2,6 +2,7 @@ package elle
 
 import (
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 
@@ -12,7 +13,7 @@ const initState = "\x00init"
 
 // appendAnalysis is what a list-append history shows, as Elle's
 // elle.list-append: its non-cycle anomalies and its dependency graph.
-func appendAnalysis(txns []Txn) (map[string][]Anomaly, *graph) {
+func appendAnalysis(txns []Txn) (map[string][]Anomaly, func(keep func(a, b int) bool) *graph) {
 	an := map[string][]Anomaly{}
 	add := func(a Anomaly) { an[a.Type] = append(an[a.Type], a) }
 	failed := map[string]map[string]int{}       // key -> element -> failed txn
@@ -132,7 +133,8 @@ func appendAnalysis(txns []Txn) (map[string][]Anomaly, *graph) {
 	}) {
 		add(a)
 	}
-	return an, appendGraph(txns, possible, versionOrders(sorted, single))
+	order = versionOrders(sorted, single)
+	return an, func(keep func(a, b int) bool) *graph { return appendGraph(txns, possible, order, keep) }
 }
 
 func setIn(m map[string]map[string]int, k, v string, i int) {
@@ -145,6 +147,10 @@ func setIn(m map[string]map[string]int, k, v string, i int) {
 // appendInternal is Elle's op-int-case: a read that does not follow from
 // the transaction's own earlier reads and appends of the key.
 func appendInternal(txns []Txn, i int) (Anomaly, bool) {
+	// Only a key touched twice can be inconsistent with itself.
+	if !touchesTwice(txns[i].Mops) {
+		return Anomaly{}, false
+	}
 	type exp struct {
 		known   bool // the whole list is known (after a read)
 		list    []string
@@ -186,25 +192,52 @@ func appendInternal(txns []Txn, i int) (Anomaly, bool) {
 	return Anomaly{}, false
 }
 
-// futureRead: a transaction read an element it appends only later.
+// futureRead: a transaction read an element it appends only later. Most
+// transactions read and append different keys, so only the reads of a key
+// the transaction also appends are kept.
 func futureRead(txns []Txn, i int) (Anomaly, bool) {
-	read := map[string]map[string]bool{}
+	var reads map[string][][]string
 	for _, m := range txns[i].Mops {
 		switch m.F {
 		case "append":
-			if read[m.Key][m.Value] {
-				return Anomaly{Type: "future-read", Txns: []int{i}, Text: fmt.Sprintf("%s read %s in key %s before appending it", txns[i].Name(), m.Value, m.Key)}, true
+			for _, l := range reads[m.Key] {
+				for _, e := range l {
+					if e == m.Value {
+						return Anomaly{Type: "future-read", Txns: []int{i}, Text: fmt.Sprintf("%s read %s in key %s before appending it", txns[i].Name(), m.Value, m.Key)}, true
+					}
+				}
 			}
 		case "r":
-			if read[m.Key] == nil {
-				read[m.Key] = map[string]bool{}
+			if len(m.List) == 0 {
+				continue
 			}
-			for _, e := range m.List {
-				read[m.Key][e] = true
+			if reads == nil {
+				reads = map[string][][]string{}
 			}
+			reads[m.Key] = append(reads[m.Key], m.List)
 		}
 	}
 	return Anomaly{}, false
+}
+
+func hashList(l []string) uint64 {
+	h := fnv.New64a()
+	for _, e := range l {
+		h.Write([]byte(e))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+func touchesTwice(mops []Mop) bool {
+	for i := range mops {
+		for j := i + 1; j < len(mops); j++ {
+			if mops[i].Key == mops[j].Key {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func equal(a, b []string) bool {
@@ -225,7 +258,7 @@ func isPrefix(a, b []string) bool { return len(a) <= len(b) && equal(a, b[:len(a
 // transactions in only, nil for all), shortest first; single holds the
 // keys appended exactly once, with that element.
 func sortedValues(txns []Txn, only []bool) (map[string][][]string, map[string]string) {
-	seen := map[string]map[string]bool{}
+	seen := map[string]map[uint64][]int{}
 	out := map[string][][]string{}
 	appends := map[string]int{}
 	single := map[string]string{}
@@ -239,12 +272,20 @@ func sortedValues(txns []Txn, only []bool) (map[string][][]string, map[string]st
 				appends[m.Key]++
 				single[m.Key] = m.Value
 			case m.F == "r" && len(m.List) > 0:
-				s := strings.Join(m.List, "\x00")
+				// Distinct by a hash of the list, then by the lists.
+				h := hashList(m.List)
 				if seen[m.Key] == nil {
-					seen[m.Key] = map[string]bool{}
+					seen[m.Key] = map[uint64][]int{}
 				}
-				if !seen[m.Key][s] {
-					seen[m.Key][s] = true
+				dup := false
+				for _, j := range seen[m.Key][h] {
+					if equal(out[m.Key][j], m.List) {
+						dup = true
+						break
+					}
+				}
+				if !dup {
+					seen[m.Key][h] = append(seen[m.Key][h], len(out[m.Key]))
 					out[m.Key] = append(out[m.Key], m.List)
 				}
 			}
@@ -291,8 +332,9 @@ func versionOrders(sorted map[string][][]string, single map[string]string) map[s
 // wr from an append to a read ending in it, rw from a read to the append
 // that followed what it saw. An append never read follows the last element
 // read.
-func appendGraph(txns []Txn, possible []bool, order map[string][]string) *graph {
+func appendGraph(txns []Txn, possible []bool, order map[string][]string, keep func(a, b int) bool) *graph {
 	g := newGraph(len(txns))
+	g.keep = keep
 	index := map[string]map[string]int{}
 	for k, vs := range order {
 		index[k] = make(map[string]int, len(vs))

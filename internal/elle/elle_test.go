@@ -240,7 +240,7 @@ func FuzzParseMops(f *testing.F) {
 		if register {
 			kind = RWRegister
 		}
-		mops, problem := parseMops(json.RawMessage(s), kind, ok)
+		mops, problem := parseMops(json.RawMessage(s), kind, ok, interner{})
 		if problem != "" && mops != nil {
 			t.Errorf("%q: problem %q and %d mops", s, problem, len(mops))
 		}

@@ -47,6 +47,10 @@ type graph struct {
 	out [][]int32
 	rel map[uint64]Rel
 	why map[uint64]Why
+	// keep says which edges' justifications to keep: only those that can
+	// lie on a cycle are ever shown, and keeping all of them cost more
+	// memory than the rest of the graph (nil keeps none).
+	keep func(a, b int) bool
 }
 
 func newGraph(n int) *graph {
@@ -69,7 +73,7 @@ func (g *graph) link(a, b int, r Rel, w Why) {
 	}
 	if old&r == 0 {
 		g.rel[k] = old | r
-		if r != Process && r != Realtime {
+		if r != Process && r != Realtime && g.keep != nil && g.keep(a, b) {
 			g.why[whyKey(a, b, r)] = w
 		}
 	}

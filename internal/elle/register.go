@@ -37,7 +37,7 @@ func extWrites(t *Txn) map[string]string {
 // every value) and, with wfr, writes following reads within a transaction.
 // Values written must be unique per key; a value written twice is the
 // client's problem, named in problems.
-func registerAnalysis(txns []Txn, wfr bool) (map[string][]Anomaly, *graph, []string) {
+func registerAnalysis(txns []Txn, wfr bool) (map[string][]Anomaly, func(keep func(a, b int) bool) *graph, []string) {
 	an := map[string][]Anomaly{}
 	add := func(a Anomaly) { an[a.Type] = append(an[a.Type], a) }
 	var problems []string
@@ -148,7 +148,6 @@ func registerAnalysis(txns []Txn, wfr bool) (map[string][]Anomaly, *graph, []str
 	}
 
 	// Dependencies between ok transactions.
-	g := newGraph(len(txns))
 	readers := map[string]map[string][]int{}
 	writers := map[string]map[string][]int{}
 	for i, t := range txns {
@@ -170,31 +169,42 @@ func registerAnalysis(txns []Txn, wfr bool) (map[string][]Anomaly, *graph, []str
 	}
 	for _, k := range sortedKeys(readers) {
 		for _, v := range sortedKeys(readers[k]) {
-			ws := writers[k][v]
-			if len(ws) > 1 {
+			if ws := writers[k][v]; len(ws) > 1 {
 				problems = append(problems, fmt.Sprintf("key %s: value %s was written by %d transactions (%s and %s); rw-register needs unique values", k, v, len(ws), txns[ws[0]].Name(), txns[ws[1]].Name()))
-				continue
-			}
-			for _, w := range ws {
-				for _, r := range readers[k][v] {
-					g.link(w, r, WR, Why{Key: k, Value: v})
-				}
 			}
 		}
 	}
-	for _, k := range sortedKeys(versions) {
-		for e := range versions[k] {
-			for _, w2 := range writers[k][e.b] {
-				for _, w1 := range writers[k][e.a] {
-					g.link(w1, w2, WW, Why{Key: k, Value: e.a, Value2: e.b})
+	build := func(keep func(a, b int) bool) *graph {
+		g := newGraph(len(txns))
+		g.keep = keep
+		for _, k := range sortedKeys(readers) {
+			for _, v := range sortedKeys(readers[k]) {
+				ws := writers[k][v]
+				if len(ws) > 1 {
+					continue
 				}
-				for _, r := range readers[k][e.a] {
-					g.link(r, w2, RW, Why{Key: k, Value: e.a, Value2: e.b})
+				for _, w := range ws {
+					for _, r := range readers[k][v] {
+						g.link(w, r, WR, Why{Key: k, Value: v})
+					}
 				}
 			}
 		}
+		for _, k := range sortedKeys(versions) {
+			for e := range versions[k] {
+				for _, w2 := range writers[k][e.b] {
+					for _, w1 := range writers[k][e.a] {
+						g.link(w1, w2, WW, Why{Key: k, Value: e.a, Value2: e.b})
+					}
+					for _, r := range readers[k][e.a] {
+						g.link(r, w2, RW, Why{Key: k, Value: e.a, Value2: e.b})
+					}
+				}
+			}
+		}
+		return g
 	}
-	return an, g, problems
+	return an, build, problems
 }
 
 // versionGraph is a small graph of one key's versions.

@@ -13,6 +13,7 @@
 package elle
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -75,6 +76,10 @@ func (t *Txn) Text() string {
 // parseTxns reads the history's txn operations; anything else, or a
 // malformed transaction, is the client's problem: left out and named.
 func parseTxns(h *history.History, kind string) (txns []Txn, problems []string) {
+	// Every element a list read holds is read again and again (a key's
+	// list only grows): one copy of each string keeps a history of 100,000
+	// transactions in a third of the memory.
+	in := interner{}
 	for i := range h.Ops {
 		o := &h.Ops[i]
 		if o.F != "txn" {
@@ -85,7 +90,7 @@ func parseTxns(h *history.History, kind string) (txns []Txn, problems []string) 
 		if o.Type == history.OK {
 			raw = o.Value
 		}
-		mops, err := parseMops(raw, kind, o.Type == history.OK)
+		mops, err := parseMops(raw, kind, o.Type == history.OK, in)
 		if err != "" {
 			problems = append(problems, fmt.Sprintf("%s: %s", o.Ref(), err))
 			continue
@@ -95,26 +100,26 @@ func parseTxns(h *history.History, kind string) (txns []Txn, problems []string) 
 	return txns, problems
 }
 
-func parseMops(raw json.RawMessage, kind string, ok bool) ([]Mop, string) {
-	l, isList := history.List(raw)
-	if !isList {
+func parseMops(raw json.RawMessage, kind string, ok bool, in interner) ([]Mop, string) {
+	var l [][]json.RawMessage
+	if err := json.Unmarshal(raw, &l); err != nil {
 		return nil, "the value is not a list of micro-operations [f, key, value]"
 	}
-	var out []Mop
-	for _, e := range l {
-		m, isList := history.List(e)
-		if !isList || len(m) != 3 {
-			return nil, fmt.Sprintf("micro-operation %s is not [f, key, value]", clip(string(e)))
+	out := make([]Mop, 0, len(l))
+	for _, m := range l {
+		if len(m) != 3 {
+			return nil, fmt.Sprintf("micro-operation %s is not [f, key, value]", clip(fmt.Sprintf("%s", m)))
 		}
 		var f string
 		if json.Unmarshal(m[0], &f) != nil {
-			return nil, fmt.Sprintf("micro-operation %s: f is not a string", clip(string(e)))
+			return nil, fmt.Sprintf("micro-operation [%s, …]: f is not a string", clip(string(m[0])))
 		}
-		mop := Mop{F: f, Key: history.Key(m[1])}
-		null := len(strings.TrimSpace(string(m[2]))) == 0 || strings.TrimSpace(string(m[2])) == "null"
+		mop := Mop{F: f, Key: key(m[1])}
+		v := bytes.TrimSpace(m[2])
+		null := len(v) == 0 || string(v) == "null"
 		switch {
 		case kind == ListAppend && f == "append":
-			mop.Value = history.Key(m[2])
+			mop.Value = key(m[2])
 		case kind == ListAppend && f == "r":
 			if !ok {
 				mop.Nil = true
@@ -125,29 +130,58 @@ func parseMops(raw json.RawMessage, kind string, ok bool) ([]Mop, string) {
 				mop.List = []string{}
 				break
 			}
-			vs, isList := history.List(m[2])
-			if !isList {
-				return nil, fmt.Sprintf("read %s: the value is not a list", clip(string(e)))
+			var vs []json.RawMessage
+			if json.Unmarshal(v, &vs) != nil {
+				return nil, fmt.Sprintf("read [%q, %s, %s]: the value is not a list", f, clip(string(m[1])), clip(string(v)))
 			}
 			mop.List = make([]string, len(vs))
-			for i, v := range vs {
-				mop.List[i] = history.Key(v)
+			for i, e := range vs {
+				mop.List[i] = in.key(e)
 			}
 		case kind == RWRegister && f == "w":
-			mop.Value = history.Key(m[2])
+			mop.Value = key(m[2])
 		case kind == RWRegister && f == "r":
-			mop.Value = history.Key(m[2])
+			mop.Value = key(m[2])
 			mop.Nil = !ok
 		default:
 			want := "append or r"
 			if kind == RWRegister {
 				want = "w or r"
 			}
-			return nil, fmt.Sprintf("micro-operation %s: unknown f %q, want %s", clip(string(e)), f, want)
+			return nil, fmt.Sprintf("micro-operation [%q, %s, %s]: unknown f %q, want %s", f, clip(string(m[1])), clip(string(v)), f, want)
 		}
 		out = append(out, mop)
 	}
 	return out, ""
+}
+
+type interner map[string]string
+
+func (in interner) key(raw json.RawMessage) string {
+	if s, ok := in[string(raw)]; ok {
+		return s
+	}
+	s := key(raw)
+	in[string(raw)] = s
+	return s
+}
+
+// key is history.Key with a fast path for the small integers histories
+// are made of (a JSON integer without a fraction is already canonical).
+func key(raw json.RawMessage) string {
+	if n := len(raw); n > 0 && n < 16 {
+		digits := true
+		for i, c := range raw {
+			if !(c >= '0' && c <= '9' || c == '-' && i == 0 && n > 1) {
+				digits = false
+				break
+			}
+		}
+		if digits && !(string(raw) == "-0") {
+			return string(raw)
+		}
+	}
+	return history.Key(raw)
 }
 
 func clip(s string) string {
