@@ -249,9 +249,9 @@ func (m *Manager) applied(ctx context.Context, r *Rule) {
 
 // Pending is a change to one namespace made ready to happen at a moment
 // of the caller's choosing: the rule's table is in the namespace, dormant,
-// and a netlink socket is open there, so Commit is one message the kernel
+// and a netlink socket is open there, so Switch is one message the kernel
 // acts on at once. A partition prepares every member's change, then
-// commits them all together.
+// switches them all together, then finishes each.
 type Pending struct {
 	m        *Manager
 	r        *Rule
@@ -319,12 +319,6 @@ func (m *Manager) PrepareRemove(ctx context.Context, r *Rule) (*Pending, error) 
 
 // Rule is the rule the change applies or removes.
 func (p *Pending) Rule() *Rule { return p.r }
-
-// Commit makes the change and records it: Switch, then Finish.
-func (p *Pending) Commit(ctx context.Context) error {
-	_ = p.Switch() // Finish reports it
-	return p.Finish(ctx)
-}
 
 // Switch makes the change, and returns once it is in effect (the moment
 // is the rule's Applied or Removed): the table is woken, or put to sleep.
