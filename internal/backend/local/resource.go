@@ -33,55 +33,42 @@ func resourceTargetSupport(name string, t *adapter.Target, fault string) string 
 	return ""
 }
 
+// ownShare is the groups of its own that resource faults on one handle
+// share: the first makes them and moves the processes in, the last one
+// reverted moves them back and removes them, so faults held at once (a
+// CPU limit and memory pressure) act on the same processes.
+type ownShare struct {
+	// mu guards the fields below it.
+	mu    sync.Mutex
+	own   *cgroup.Own
+	users int
+	// oomBase is the OOM kill count when the groups were made; oom is set
+	// once an OOM kill was seen in them.
+	oomBase uint64
+	oom     bool
+}
+
 // resState is what an instance knows of the resource faults on it, so its
 // end can say it was the OOM killer.
-type resState struct {
-	// mu guards the fields below it.
-	mu sync.Mutex
-	// held are the memory groups of faults now on it, each with its OOM
-	// kill count when the fault began.
-	held map[*cgroup.Own]uint64
-	// oom is set once an OOM kill was seen in one of them.
-	oom bool
-}
+type resState struct{ ownShare }
 
-func (r *resState) add(o *cgroup.Own) {
-	u, _ := cgroup.ReadUsage(o.Place)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.held == nil {
-		r.held = map[*cgroup.Own]uint64{}
+// look records an OOM kill in the groups, if there was one since they
+// were made; the caller holds mu.
+func (o *ownShare) look() {
+	if o.own == nil {
+		return
 	}
-	r.held[o] = u.OOMKills
-}
-
-// seen checks o for an OOM kill; drop also forgets it.
-func (r *resState) seen(o *cgroup.Own, drop bool) {
-	u, err := cgroup.ReadUsage(o.Place)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if base, ok := r.held[o]; ok && err == nil && u.OOMKills > base {
-		r.oom = true
-	}
-	if drop {
-		delete(r.held, o)
+	if u, err := cgroup.ReadUsage(o.own.Place); err == nil && u.OOMKills > o.oomBase {
+		o.oom = true
 	}
 }
 
-// oomKilled reports whether the OOM killer killed in a group of a
-// resource fault on the instance.
+// oomKilled reports whether the OOM killer killed in the groups of the
+// resource faults on the instance.
 func (r *resState) oomKilled() bool {
 	r.mu.Lock()
-	held := make([]*cgroup.Own, 0, len(r.held))
-	for o := range r.held {
-		held = append(held, o)
-	}
-	r.mu.Unlock()
-	for _, o := range held {
-		r.seen(o, false)
-	}
-	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.look()
 	return r.oom
 }
 
@@ -101,7 +88,7 @@ func (in *instance) Resources(ctx context.Context, need backend.ResourceNeed) (b
 	if ended || down {
 		return backend.Resources{}, fmt.Errorf("instance %s is not running", in.spec.Name)
 	}
-	return processResources(ctx, p, p.Pid, p.Members, "instance "+in.spec.Name, need, &in.res)
+	return processResources(ctx, p, p.Pid, p.Members, "instance "+in.spec.Name, need, &in.res.ownShare)
 }
 
 // Resources are the groups of a target the run owns, made for the fault.
@@ -118,38 +105,65 @@ func (t *target) Resources(ctx context.Context, need backend.ResourceNeed) (back
 	if c := t.contained(); c != nil {
 		p, list = c, c.Members
 	}
-	return processResources(ctx, p, pid, list, "target "+t.name, need, nil)
+	v, _ := targetShares.LoadOrStore(t, &ownShare{})
+	return processResources(ctx, p, pid, list, "target "+t.name, need, v.(*ownShare))
 }
+
+// targetShares holds each process target's ownShare (a target lives as
+// long as its run's backend).
+var targetShares sync.Map // *target -> *ownShare
 
 // processResources makes groups of its own for the processes list
 // returns (pid is one of them; p, when not nil, is what started them, in
-// a v2 leaf of its own) and moves them in.
-func processResources(ctx context.Context, p *proc.Process, pid int, list func() ([]int, error), what string, need backend.ResourceNeed, rs *resState) (backend.Resources, error) {
+// a v2 leaf of its own), or joins those another fault on them made, and
+// moves the processes in.
+func processResources(ctx context.Context, p *proc.Process, pid int, list func() ([]int, error), what string, need backend.ResourceNeed, share *ownShare) (backend.Resources, error) {
+	share.mu.Lock()
+	defer share.mu.Unlock()
 	h, err := cgroup.FindHierarchies()
 	if err != nil {
 		return backend.Resources{}, err
 	}
-	leaf := ""
-	if p != nil && p.Cgroup() != nil {
-		leaf = p.Cgroup().Path
+	res := backend.Resources{What: fmt.Sprintf("%s (pid %d)", what, pid), Pid: pid, Root: "/"}
+	if share.own == nil {
+		leaf := ""
+		if p != nil && p.Cgroup() != nil {
+			leaf = p.Cgroup().Path
+		}
+		own, err := cgroup.MakeOwn(h, pid, leaf, need.Name, need.Made)
+		if own != nil && len(own.Dirs) > 0 && err != nil {
+			return res, errors.Join(err, own.Release(ctx))
+		}
+		if err != nil {
+			return res, err
+		}
+		if len(own.Place.Dirs) == 0 {
+			return res, fmt.Errorf("%s: %w: this machine has none of the cpu, memory, io and pids controllers where the harness can write", what, cgroup.ErrNoController)
+		}
+		u, _ := cgroup.ReadUsage(own.Place)
+		share.own, share.users, share.oomBase = own, 0, u.OOMKills
+	} else if need.Made != nil {
+		// Each fault journals the groups it uses: whichever is reverted
+		// last, chaos cleanup can still release them.
+		for _, d := range share.own.Dirs {
+			if err := need.Made(d); err != nil {
+				return res, err
+			}
+		}
 	}
-	own, err := cgroup.MakeOwn(h, pid, leaf, need.Name, need.Made)
-	release := func(ctx context.Context) error {
-		if own == nil {
+	own := share.own
+	share.users++
+	res.Place = own.Place
+	res.Release = func(ctx context.Context) error {
+		share.mu.Lock()
+		defer share.mu.Unlock()
+		share.users--
+		if share.users > 0 || share.own != own {
 			return nil
 		}
-		if rs != nil {
-			rs.seen(own, true)
-		}
+		share.look()
+		share.own = nil
 		return own.Release(ctx)
-	}
-	res := backend.Resources{What: fmt.Sprintf("%s (pid %d)", what, pid), Pid: pid, Root: "/", Release: release}
-	if err != nil {
-		return res, err
-	}
-	res.Place = own.Place
-	if len(own.Place.Dirs) == 0 {
-		return res, fmt.Errorf("%s: %w: this machine has none of the cpu, memory, io and pids controllers where the harness can write", what, cgroup.ErrNoController)
 	}
 	// What is already charged elsewhere stays there; what the processes
 	// use from here on is charged to the new groups.
@@ -159,9 +173,6 @@ func processResources(ctx context.Context, p *proc.Process, pid int, list func()
 	}
 	if err := own.Move(ctx, listLive); err != nil && !errors.Is(err, context.Canceled) {
 		return res, fmt.Errorf("%s: %w", what, err)
-	}
-	if rs != nil {
-		rs.add(own)
 	}
 	return res, nil
 }

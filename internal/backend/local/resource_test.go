@@ -284,20 +284,24 @@ func TestCPULimitHoldsABusyLoop(t *testing.T) {
 // reverted its passes are fast again.
 func TestMemoryPressureReclaimsAndSlows(t *testing.T) {
 	needControllers(t, cgroup.Memory)
+	// Each program has a working set of 96 MiB of file pages of its own
+	// (a page is charged to the group that first reads it), on a disk
+	// (not tmpfs, whose pages cannot be reclaimed without swap), out of
+	// the page cache.
 	dir := t.TempDir()
-	data := filepath.Join(dir, "set")
-	// A working set of 96 MiB of file pages on a disk (not tmpfs, whose
-	// pages cannot be reclaimed without swap), out of the page cache, so
-	// each program's reads are charged to its own group.
-	if err := exec.Command("dd", "if=/dev/urandom", "of="+data, "bs=1M", "count=96", "conv=fsync", "status=none").Run(); err != nil {
-		t.Fatal(err)
+	set := func(name string) string {
+		data := filepath.Join(dir, name)
+		if err := exec.Command("dd", "if=/dev/urandom", "of="+data, "bs=1M", "count=96", "conv=fsync", "status=none").Run(); err != nil {
+			t.Fatal(err)
+		}
+		if f, err := os.Open(data); err == nil {
+			unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+			f.Close()
+		}
+		return data
 	}
-	if f, err := os.Open(data); err == nil {
-		unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
-		f.Close()
-	}
-	script := fmt.Sprintf(`read x < go.fifo; exec %s %s pass %s`, os.Args[0], resourceWorkload, data)
 	gated := func() (backend.Instance, string) {
+		script := fmt.Sprintf(`read x < go.fifo; exec %s %s pass %s`, os.Args[0], resourceWorkload, set(fmt.Sprint(time.Now().UnixNano())))
 		in := createInstanceWith(t, New(backendtest.NewRun(t, nil)), script, func(backend.State, string) {}, mkfifo(t))
 		return in, filepath.Join(in.(*instance).spec.Dir, "logs", "process.log")
 	}
