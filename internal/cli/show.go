@@ -61,6 +61,21 @@ func describeExperiment(w io.Writer, x *experiment.Experiment) {
 	if len(head) > 0 {
 		fmt.Fprintln(w, strings.Join(head, "   "))
 	}
+	if m := x.Matrix; m != nil {
+		cells := m.Cells()
+		fmt.Fprintf(w, "\nmatrix: %d cells", len(cells))
+		if x.MatrixCell != "" {
+			fmt.Fprintf(w, " (kept to %s)", x.MatrixCell)
+		}
+		fmt.Fprintln(w)
+		for _, a := range m.Axes {
+			var vs []string
+			for _, v := range a.Values {
+				vs = append(vs, v.Name)
+			}
+			fmt.Fprintf(w, "  %s: %s\n", a.Name, strings.Join(vs, ", "))
+		}
+	}
 	if x.Hypothesis != "" {
 		fmt.Fprintln(w, "\nhypothesis:")
 		writeWrapped(w, "  ", x.Hypothesis)
@@ -82,6 +97,16 @@ func describeExperiment(w io.Writer, x *experiment.Experiment) {
 			fmt.Fprintln(w, line)
 			if wl.Description != "" {
 				writeWrapped(w, "    ", wl.Description)
+			}
+			if r := wl.Ready; r != nil {
+				switch {
+				case r.Pattern != "" && r.File != "":
+					fmt.Fprintf(w, "    ready once a line of %s since its latest start matches %s\n", r.File, r.Pattern)
+				case r.Pattern != "":
+					fmt.Fprintf(w, "    ready once a line it printed since its latest start matches %s\n", r.Pattern)
+				default:
+					fmt.Fprintf(w, "    ready once it makes %s (since its latest start)\n", r.File)
+				}
 			}
 			for _, c := range wl.Checks {
 				describeCheck(w, "    ", &c)
@@ -257,8 +282,28 @@ func operationInWords(o *experiment.Operation) string {
 	if t != nil {
 		b.WriteString(", select " + o.Select.String())
 	}
-	if o.Duration > 0 {
+	if o.DurationMax > o.Duration {
+		b.WriteString(fmt.Sprintf(" for a random %s to %s", o.Duration, o.DurationMax))
+	} else if o.Duration > 0 {
 		b.WriteString(" for " + o.Duration.String())
+	}
+	if sk := o.Skip; sk != nil {
+		var why []string
+		if len(sk.States) > 0 {
+			why = append(why, "instances "+strings.Join(sk.States, " or "))
+		}
+		if sk.Run != "" {
+			why = append(why, "those its skip script names")
+		}
+		b.WriteString(", leaving out " + strings.Join(why, " and "))
+	}
+	if ph := o.Phases; ph != nil {
+		if ph.Recovering != nil {
+			b.WriteString(", the second kill on signal " + ph.Recovering.Signal)
+		}
+		if ph.Ready != nil {
+			b.WriteString(", the third on signal " + ph.Ready.Signal)
+		}
 	}
 	if o.Jitter > 0 {
 		b.WriteString(", each after a random 0 to " + o.Jitter.String())
@@ -355,6 +400,13 @@ func describeFlow(w io.Writer, indent string, x *experiment.Experiment, f *exper
 		wt := f.Wait
 		if wt.Signal != "" {
 			s := "wait for signal " + wt.Signal
+			switch wt.Since {
+			case "", experiment.SinceNow:
+			case experiment.SinceStart:
+				s += " (any line since the flow began)"
+			default:
+				s += " (any line since " + wt.Since + " began)"
+			}
 			if wt.Delay > 0 {
 				s += ", then " + wt.Delay.String()
 			}

@@ -12,6 +12,8 @@ import (
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
+var one uint64 = 1
+
 const durationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 
 func duration() *jsonschema.Schema {
@@ -37,6 +39,7 @@ func flowNode() *jsonschema.Schema {
 		"workload":  str("Wait on this workload's instances."),
 		"condition": {Type: "string", Enum: toAny(experiment.Conditions)},
 		"signal":    str("Wait for the next line matching this adapter signal."),
+		"since":     str("Which lines count: now (lines after the wait began; the default of a signal wait), start (since the flow began; the default of condition ready: since each instance's latest start), or an operation's name (since its latest application began)."),
 		"delay":     duration(),
 		"timeout":   duration(),
 	})
@@ -81,6 +84,16 @@ func mapper(t reflect.Type) *jsonschema.Schema {
 			str("A named target of the adapter, e.g. gateway."),
 			obj(map[string]*jsonschema.Schema{"workload": str("The workload whose instances are hit."), "role": str("A role inside each instance, defined by the adapter.")}, "workload"),
 		}}
+	case reflect.TypeOf(experiment.Matrix{}):
+		value := &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+			str("A value name: lower-case letters, digits and dashes; ${matrix.AXIS} is replaced by it."),
+			{Type: "object", Required: []string{"name"}, AdditionalProperties: &jsonschema.Schema{Type: "string"}, Description: "A value with fields: ${matrix.AXIS} is its name, ${matrix.AXIS.FIELD} a field."},
+		}}
+		return &jsonschema.Schema{
+			Type:                 "object",
+			Description:          "Named axes, each a list of values; every list item that refers to ${matrix.AXIS} is written out once per value.",
+			AdditionalProperties: &jsonschema.Schema{Type: "array", MinItems: &one, Items: value},
+		}
 	case reflect.TypeOf(experiment.Select{}):
 		return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
 			{Type: "string", Enum: []any{"one", "all"}},
