@@ -1,6 +1,7 @@
 package campaign
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -21,11 +22,12 @@ type Group struct {
 // Comparison is two groups side by side: A is before (the build with the
 // bug), B after (the build with the fix).
 type Comparison struct {
-	A, B GroupInfo
-	Unit string
-	Rows []Row
+	A    GroupInfo `json:"a"`
+	B    GroupInfo `json:"b"`
+	Unit string    `json:"unit"`
+	Rows []Row     `json:"rows"`
 	// Quiet counts the checks that neither group hit, left out of Rows.
-	Quiet int
+	Quiet int `json:"quiet"`
 }
 
 // GroupInfo describes one side.
@@ -51,6 +53,30 @@ type Row struct {
 	P float64 `json:"p"`
 	// Sentence says it for a reviewer.
 	Sentence string `json:"sentence"`
+}
+
+// MarshalJSON writes the numbers that do not exist (a side without
+// chances has no difference and no p) as null: JSON has no NaN.
+func (r Row) MarshalJSON() ([]byte, error) {
+	type plain Row
+	num := func(f float64) *float64 {
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil
+		}
+		return &f
+	}
+	// Without a difference its interval (left at zero) means nothing either.
+	lo, hi := num(r.DiffLo), num(r.DiffHi)
+	if math.IsNaN(r.Diff) {
+		lo, hi = nil, nil
+	}
+	return json.Marshal(struct {
+		plain
+		Diff   *float64 `json:"diff"`
+		DiffLo *float64 `json:"diff_lo"`
+		DiffHi *float64 `json:"diff_hi"`
+		P      *float64 `json:"p"`
+	}{plain(r), num(r.Diff), lo, hi, num(r.P)})
 }
 
 // Row kinds.

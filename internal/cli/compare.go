@@ -14,9 +14,30 @@ import (
 
 func init() { extraCommands = append(extraCommands, newCompareCmd) }
 
+// Schema names of compare's JSON documents (docs/commands.md#output-as-json).
+const (
+	schemaCompare = "chaos.compare/v1" // compare A B, compare --by
+	schemaPlan    = "chaos.plan/v1"    // compare A
+)
+
+// compareDoc is compare --json with A and B.
+type compareDoc struct {
+	Schema string `json:"schema"`
+	*campaign.Comparison
+}
+
+// planDoc is compare --json with A alone.
+type planDoc struct {
+	Schema string          `json:"schema"`
+	A      string          `json:"a"`
+	Unit   string          `json:"unit"`
+	Plans  []campaign.Plan `json:"plans"`
+}
+
 func newCompareCmd(s *streams) *cobra.Command {
 	var by, experimentID, unit, runsDir string
 	var asJSON bool
+	var output outputFlag
 	var fixRate, power float64
 	cmd := &cobra.Command{
 		Use:   "compare A [B] | compare --by git|adapter|version|harness|experiment-sha [VALUE-A VALUE-B]",
@@ -51,6 +72,7 @@ B cannot be read or a flag is invalid; 2 on any other error.`,
   chaos compare runs/campaigns/20261201T090000Z-1a2b`,
 		Args: cobra.RangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON = asJSON || output.json()
 			if runsDir == "" {
 				runsDir = s.runsDirDefault()
 			}
@@ -79,14 +101,15 @@ B cannot be read or a flag is invalid; 2 on any other error.`,
 			if len(groups) == 1 {
 				plans := campaign.PlanFix(groups[0], []float64{0.05, 0.01}, fixRate, power)
 				if asJSON {
-					return writeJSON(s.out, map[string]any{"a": groups[0].Name, "plans": plans})
+					return writeJSON(s.out, planDoc{schemaPlan, groups[0].Name, unit, orEmpty(plans)})
 				}
 				campaign.PrintPlans(s.out, groups[0].Name, plans, unit, fixRate, power)
 				return nil
 			}
 			c := campaign.Compare(groups[0], groups[1], unit)
 			if asJSON {
-				return writeJSON(s.out, c)
+				c.Rows = orEmpty(c.Rows)
+				return writeJSON(s.out, compareDoc{schemaCompare, c})
 			}
 			c.Print(s.out)
 			return nil
@@ -97,8 +120,9 @@ B cannot be read or a flag is invalid; 2 on any other error.`,
 	f.StringVar(&experimentID, "experiment", "", "only runs of this experiment id")
 	f.StringVar(&unit, "unit", "chances", "what a chance is called in the sentences (e.g. starts)")
 	f.StringVar(&runsDir, "runs-dir", "", "where campaign ids and --by groups are looked for (default $CHAOS_RUNS_DIR, else ./runs)")
-	f.BoolVar(&asJSON, "json", false, "print the comparison as JSON")
+	f.BoolVar(&asJSON, "json", false, "print the comparison as JSON ("+schemaCompare+"; with A alone, "+schemaPlan+")")
 	f.Float64Var(&fixRate, "fix-rate", 0, "with A alone: the rate a partial fix would leave (default 0: a fix with no hit)")
+	addOutputFlag(cmd, &output)
 	f.Float64Var(&power, "power", 0.8, "with A alone and --fix-rate: the chance of showing the fix")
 	return cmd
 }
