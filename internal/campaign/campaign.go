@@ -21,6 +21,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +30,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/safefile"
 	"github.com/chaos-harness/chaos/internal/stats"
 )
 
@@ -215,15 +218,23 @@ func IsDir(dir string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-// Read reads a campaign directory's campaign.json.
+// Read reads a campaign directory's campaign.json. A campaign directory is
+// untrusted (a downloaded CI artefact): campaign.json must be a regular
+// file inside it of at most limits.MaxCampaignBytes with at most
+// limits.MaxCampaignRuns runs, and every duration and count in it must be
+// one a campaign can have, or it is refused with the field that is not.
 func Read(dir string) (*File, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a campaign directory: %v", dir, err)
 	}
 	defer root.Close()
-	f, err := root.Open(FileName)
+	name := filepath.Join(dir, FileName)
+	f, err := safefile.OpenWith(root.OpenFile, FileName, name)
 	if err != nil {
+		if safefile.IsNotRegular(err) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%s is not a campaign directory: %v", dir, err)
 	}
 	defer f.Close()
@@ -231,17 +242,57 @@ func Read(dir string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() || st.Size() > limits.MaxJSONLBytes {
-		return nil, fmt.Errorf("%s/%s: not a regular file of at most %d bytes", dir, FileName, limits.MaxJSONLBytes)
+	if st.Size() > limits.MaxCampaignBytes {
+		return nil, fmt.Errorf("%s is %s; the harness reads a campaign.json of at most %s", name, rundir.Size(st.Size()), rundir.Size(limits.MaxCampaignBytes))
 	}
 	var c File
-	if err := json.NewDecoder(f).Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s/%s: %v", dir, FileName, err)
+	if err := json.NewDecoder(io.LimitReader(f, limits.MaxCampaignBytes)).Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	if c.ID == "" {
-		return nil, fmt.Errorf("%s/%s has no campaign_id", dir, FileName)
+		return nil, fmt.Errorf("%s has no campaign_id", name)
+	}
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("%s: %v; refused", name, err)
 	}
 	return &c, nil
+}
+
+// check holds the numbers of a campaign.json read from disk to what a
+// campaign can have, before they size a page or a sum.
+func (c *File) check() error {
+	if len(c.Runs) > limits.MaxCampaignRuns {
+		return fmt.Errorf("%d runs, more than the %d the harness reads", len(c.Runs), limits.MaxCampaignRuns)
+	}
+	span := func(field string, v float64) error {
+		if math.IsNaN(v) || v < 0 || v > limits.MaxRunSeconds {
+			return fmt.Errorf("%s = %g is not a number of seconds from 0 to %d (30 days)", field, v, limits.MaxRunSeconds)
+		}
+		return nil
+	}
+	if err := span("seconds", c.Seconds); err != nil {
+		return err
+	}
+	for i := range c.Runs {
+		r := &c.Runs[i]
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"wall_seconds", r.Wall}, {"offset_seconds", r.Offset}, {"seconds", r.Seconds}, {"offset_seconds + wall_seconds", r.Offset + r.Wall}} {
+			if err := span(fmt.Sprintf("runs[%d].%s", i, f.name), f.v); err != nil {
+				return err
+			}
+		}
+		if r.Index < 0 || r.Index > limits.MaxCampaignRuns {
+			return fmt.Errorf("runs[%d].index = %d is not from 0 to %d", i, r.Index, limits.MaxCampaignRuns)
+		}
+	}
+	for v, n := range c.Counts {
+		if n < 0 || n > limits.MaxCampaignRuns {
+			return fmt.Errorf("counts.%s = %d is not from 0 to %d", v, n, limits.MaxCampaignRuns)
+		}
+	}
+	return nil
 }
 
 // Write writes campaign.json into dir, atomically.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/stats"
 )
@@ -69,6 +70,7 @@ type pageData struct {
 	Durations  Durations
 	Instances  []Count
 	Runs       []pageRun
+	RunsNote   string
 	Lanes      *laneChart
 	RateChart  *rateChart
 	Hist       *histChart
@@ -168,12 +170,16 @@ func buildPage(f *File) *pageData {
 	if f.Seconds > 0 && len(f.Runs) > 0 {
 		p.Throughput = fmt.Sprintf("%.2f runs a minute", float64(len(f.Runs))/f.Seconds*60)
 	}
-	for _, r := range f.Runs {
+	shown := pickRuns(f.Runs, limits.MaxCampaignPageRuns)
+	for _, r := range shown {
 		pr := pageRun{Run: r, Cls: verdictClass(r.Verdict), SeedText: fmt.Sprint(r.Seed)}
 		if r.Kept && r.Path != "" {
 			pr.Link = path.Join(filepath.ToSlash(r.Path), "report.html")
 		}
 		p.Runs = append(p.Runs, pr)
+	}
+	if len(shown) < len(f.Runs) {
+		p.RunsNote = fmt.Sprintf("The table shows %d of the %d runs: every run with a hit or an error, then the first ones; campaign.json lists them all.", len(shown), len(f.Runs))
 	}
 	for _, c := range p.Sum.Checks {
 		p.Checks = append(p.Checks, rateRow{Name: c.Check, Rate: c.Rate, Runs: c.Runs, Bar: ciBar(c.Rate)})
@@ -290,7 +296,7 @@ func buildLanes(f *File) *laneChart {
 		return nil
 	}
 	span := campaignSpan(f)
-	runs := append([]Run(nil), f.Runs...)
+	runs := pickRuns(f.Runs, limits.MaxCampaignPageRuns)
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Offset < runs[j].Offset })
 	var laneEnd []float64
 	c := &laneChart{Ticks: timeTicks(span)}
@@ -300,6 +306,16 @@ func buildLanes(f *File) *laneChart {
 			if end <= r.Offset+1e-6 {
 				lane = i
 				break
+			}
+		}
+		if lane < 0 && len(laneEnd) >= maxLanes {
+			// More runs at once than lanes: the one that ends first is
+			// drawn over.
+			lane = 0
+			for i, end := range laneEnd {
+				if end < laneEnd[lane] {
+					lane = i
+				}
 			}
 		}
 		if lane < 0 {
@@ -356,6 +372,7 @@ func buildRateChart(f *File) *rateChart {
 	if len(pts) == 0 {
 		return nil
 	}
+	pts = thinPoints(pts, limits.MaxCampaignPageRuns)
 	top := 0.0
 	for _, q := range pts[min(len(pts)-1, 4):] { // the first few intervals are wide; do not let them squash the rest
 		top = math.Max(top, q.hi)
@@ -456,4 +473,50 @@ func buildHist(f *File) *histChart {
 	}
 	c.YTicks = []ytick{{Y: h - 20, Label: "0"}, {Y: 10, Label: fmt.Sprint(most)}}
 	return c
+}
+
+// maxLanes bounds the lanes of the lane chart (the runs under way at once
+// it draws apart).
+const maxLanes = 64
+
+// pickRuns is at most n of runs, in their order: every run with a hit or
+// an error first, then the first others.
+func pickRuns(runs []Run, n int) []Run {
+	if len(runs) <= n {
+		return append([]Run(nil), runs...)
+	}
+	keep := make([]bool, len(runs))
+	k := 0
+	for i, r := range runs {
+		if k < n && (r.Hit || r.Error != "") {
+			keep[i] = true
+			k++
+		}
+	}
+	for i := range runs {
+		if k < n && !keep[i] {
+			keep[i] = true
+			k++
+		}
+	}
+	out := make([]Run, 0, n)
+	for i, r := range runs {
+		if keep[i] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// thinPoints keeps at most n of pts, evenly, the last one always: the
+// rate's line needs no more points than the page has pixels.
+func thinPoints[T any](pts []T, n int) []T {
+	if len(pts) <= n || n < 2 {
+		return pts
+	}
+	out := make([]T, 0, n)
+	for i := 0; i < n-1; i++ {
+		out = append(out, pts[i*(len(pts)-1)/(n-1)])
+	}
+	return append(out, pts[len(pts)-1])
 }

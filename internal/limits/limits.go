@@ -52,6 +52,15 @@ const (
 	// MaxSources bounds the metrics sources, and the watchers' files,
 	// of one run.
 	MaxSources = 256
+	// MaxCampaignBytes bounds a campaign's campaign.json.
+	MaxCampaignBytes = 128 << 20
+	// MaxCampaignRuns bounds the runs of one campaign.json.
+	MaxCampaignRuns = 200_000
+	// MaxLedgerBytes bounds a runs directory's ledger.jsonl, read by
+	// chaos stats and compare.
+	MaxLedgerBytes = 128 << 20
+	// MaxLedgerRuns bounds the runs read from ledgers, all together.
+	MaxLedgerRuns = 200_000
 	// MaxChecks bounds the check results of one verdict file.
 	MaxChecks = 100_000
 	// MaxWatchLines bounds the watcher lines chaos evidence gathers from
@@ -85,6 +94,9 @@ const (
 	MaxReportFiles = 5_000
 	// MaxEvidenceFaults bounds the fault sections of evidence.md.
 	MaxEvidenceFaults = 200
+	// MaxCampaignPageRuns bounds the runs campaign.html lists in its
+	// table and draws in its lanes (every hit first).
+	MaxCampaignPageRuns = 2_000
 	// MaxDashboardAnnotations bounds the operation annotations of a
 	// Grafana dashboard.
 	MaxDashboardAnnotations = 10_000

@@ -160,7 +160,10 @@ func Collect(paths []string) ([]Entry, error) {
 			ledgers = []string{p}
 		}
 		for _, l := range ledgers {
-			entries, _ := ReadLedger(l)
+			entries, err := ReadLedger(l)
+			if rundir.IsRefused(err) {
+				return nil, err
+			}
 			for _, e := range entries {
 				if !seen[e.RunID] {
 					seen[e.RunID] = true
@@ -392,14 +395,35 @@ func Append(runsDir string, e Entry) error {
 }
 
 // ReadLedger reads a ledger file; a torn line is skipped.
+//
+// A ledger is untrusted like a run directory: it is read only when it is a
+// regular file of at most limits.MaxLedgerBytes, with at most
+// limits.MaxLedgerRuns runs; a line whose numbers no run can have is
+// skipped like a torn one.
 func ReadLedger(path string) ([]Entry, error) {
 	var out []Entry
-	err := rundir.ScanFile(path, limits.MaxJSONLBytes, limits.MaxLineBytes, func(_ int, b []byte) error {
+	err := rundir.ScanFile(path, limits.MaxLedgerBytes, limits.MaxLineBytes, func(n int, b []byte) error {
 		var e Entry
-		if json.Unmarshal(b, &e) == nil && e.RunID != "" {
+		if json.Unmarshal(b, &e) == nil && e.RunID != "" && e.plausible() {
+			if len(out) == limits.MaxLedgerRuns {
+				return &rundir.LimitError{Msg: fmt.Sprintf("%s:%d: more than %d runs, the most the harness reads from a ledger", path, n, limits.MaxLedgerRuns)}
+			}
 			out = append(out, e)
 		}
 		return nil
 	})
 	return out, err
+}
+
+// plausible reports whether e's numbers are ones a run can have.
+func (e *Entry) plausible() bool {
+	if math.IsNaN(e.Seconds) || e.Seconds < 0 || e.Seconds > limits.MaxRunSeconds {
+		return false
+	}
+	for _, t := range e.Checks {
+		if t.Hit < 0 || t.NA < 0 || t.Of < t.Hit || t.Of > limits.MaxRunInstances {
+			return false
+		}
+	}
+	return true
 }
