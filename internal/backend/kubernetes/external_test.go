@@ -2,14 +2,18 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -115,4 +119,70 @@ func TestExternalTargetConsent(t *testing.T) {
 			t.Fatal("the pod was deleted without consent")
 		}
 	})
+}
+
+// An outage on an external controller writes the replicas to give back on
+// it before it scales it to zero (so a SIGKILL in between loses nothing),
+// removes them when it scales back, and chaos cleanup after a killed
+// harness scales back what its journal names and removes the journal.
+func TestExternalScaleJournal(t *testing.T) {
+	yes := map[string]string{ConsentKey: "true"}
+	replicas := int32(3)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "gateway", Annotations: yes}, Spec: appsv1.DeploymentSpec{Replicas: &replicas}}
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gw"}}, d)
+	var order []string
+	cs.PrependReactor("*", "deployments", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		switch {
+		case action.GetSubresource() == "scale" && action.GetVerb() == "get":
+			cur, err := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "gw", "gateway")
+			if err != nil {
+				return true, nil, err
+			}
+			return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "gateway", Namespace: "gw"}, Spec: autoscalingv1.ScaleSpec{Replicas: *cur.(*appsv1.Deployment).Spec.Replicas}}, nil
+		case action.GetSubresource() == "scale" && action.GetVerb() == "update":
+			sc := action.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+			cur, _ := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "gw", "gateway")
+			dd := cur.(*appsv1.Deployment).DeepCopy()
+			dd.Spec.Replicas = &sc.Spec.Replicas
+			order = append(order, fmt.Sprintf("scale %d", sc.Spec.Replicas))
+			return true, sc, cs.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), dd, "gw")
+		case action.GetVerb() == "patch":
+			order = append(order, "patch")
+		}
+		return false, nil, nil
+	})
+	a := &adapter.Adapter{ID: "k", Backend: Name}
+	b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{cs}}
+	o := backend.CurrentOwner()
+	b.owner = map[string]string{AnnotationPid: "999999999", AnnotationPidStart: "1", AnnotationPidNS: o.PidNS, AnnotationHost: o.Host}
+	sc := scope{ns: "gw", external: true, sel: map[string]string{"app": "gw"}, what: "gateway"}
+	ref := controllerRef{"gw", "Deployment", "gateway"}
+	was, err := b.scale(context.Background(), sc, ref, 0)
+	if err != nil || was != 3 {
+		t.Fatalf("scale to 0: was %d, %v", was, err)
+	}
+	get := func() *appsv1.Deployment {
+		got, err := cs.AppsV1().Deployments("gw").Get(context.Background(), "gateway", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := get(); *got.Spec.Replicas != 0 || got.Annotations[AnnotationRestoreReplicas] != "3" || got.Annotations[AnnotationRestoreRun] != b.run.ID {
+		t.Fatalf("after the scale down: replicas %d, annotations %v", *got.Spec.Replicas, got.Annotations)
+	}
+	if strings.Join(order, ",") != "patch,scale 0" {
+		t.Fatalf("calls %v: the journal must be written before the scale", order)
+	}
+	// The harness is killed here; chaos cleanup gives the replicas back.
+	var found []string
+	if err := cleanupWith(context.Background(), fakeClient{cs}, backend.Cleanup{Found: func(s string) { found = append(found, s) }}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(found, ";") != "restored deployment gw/gateway to 3 replicas" {
+		t.Fatalf("cleanup: %q", found)
+	}
+	if got := get(); *got.Spec.Replicas != 3 || got.Annotations[AnnotationRestoreReplicas] != "" || got.Annotations[AnnotationPid] != "" || got.Annotations[ConsentKey] != "true" {
+		t.Fatalf("after cleanup: replicas %d, annotations %v", *got.Spec.Replicas, got.Annotations)
+	}
 }
