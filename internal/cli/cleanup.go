@@ -25,7 +25,9 @@ func newCleanupCmd(s *streams) *cobra.Command {
 		Long: `Find and remove what a run that was itself killed (SIGKILL, a crash, a lost
 machine) left behind: processes that carry its CHAOS_RUN_ID marker and, on
 backends that label what they create, its containers, and on Kubernetes its
-namespace, pods, ConfigMaps and controllers and a campaign's Jobs.
+namespace, pods, ConfigMaps and controllers and a campaign's Jobs; what
+faults changed on pods the run did not create is put back (a controller
+scaled to zero, a frozen pod).
 
 With RUN (a run directory or a run id; for a campaign run as Jobs, the
 campaign's directory or id), only that run's leftovers. With no
