@@ -45,7 +45,7 @@ func appendAnalysis(txns []Txn) (map[string][]Anomaly, func(keep func(a, b int) 
 			}
 			for _, e := range m.List {
 				if w, ok := failed[m.Key][e]; ok {
-					add(Anomaly{Type: "G1a", Txns: []int{i, w}, Text: fmt.Sprintf("%s read key %s = [%s], holding %s, which the failed %s appended", txns[i].Name(), m.Key, strings.Join(m.List, " "), e, txns[w].Name())})
+					add(Anomaly{Type: "G1a", Txns: []int{i, w}, Text: fmt.Sprintf("%s read key %s = %s, holding %s, which the failed %s appended", txns[i].Name(), m.Key, showList(m.List), e, txns[w].Name())})
 				}
 			}
 			if n := len(m.List); n > 0 {
@@ -111,7 +111,7 @@ func appendAnalysis(txns []Txn) (map[string][]Anomaly, func(keep func(a, b int) 
 				}
 			}
 			if len(dups) > 0 {
-				add(Anomaly{Type: "duplicate-elements", Txns: []int{i}, Text: fmt.Sprintf("%s read key %s = [%s]: %s more than once", t.Name(), m.Key, strings.Join(m.List, " "), strings.Join(dups, ", "))})
+				add(Anomaly{Type: "duplicate-elements", Txns: []int{i}, Text: fmt.Sprintf("%s read key %s = %s: %s more than once", t.Name(), m.Key, showList(m.List), strings.Join(dups, ", "))})
 			}
 		}
 	}
@@ -120,7 +120,7 @@ func appendAnalysis(txns []Txn) (map[string][]Anomaly, func(keep func(a, b int) 
 		vals := sorted[k]
 		for j := 1; j < len(vals); j++ {
 			if !isPrefix(vals[j-1], vals[j]) {
-				add(Anomaly{Type: "incompatible-order", Text: fmt.Sprintf("key %s was read as [%s] and as [%s]: neither is a prefix of the other", k, strings.Join(vals[j-1], " "), strings.Join(vals[j], " "))})
+				add(Anomaly{Type: "incompatible-order", Text: fmt.Sprintf("key %s was read as %s and as %s: neither is a prefix of the other", k, showList(vals[j-1]), showList(vals[j]))})
 				break
 			}
 		}
@@ -135,6 +135,14 @@ func appendAnalysis(txns []Txn) (map[string][]Anomaly, func(keep func(a, b int) 
 	}
 	order = versionOrders(sorted, single)
 	return an, func(keep func(a, b int) bool) *graph { return appendGraph(txns, possible, order, keep) }
+}
+
+// showList prints a list read, its end when it is long.
+func showList(l []string) string {
+	if len(l) > 6 {
+		return fmt.Sprintf("[(%d more) … %s]", len(l)-3, strings.Join(l[len(l)-3:], " "))
+	}
+	return "[" + strings.Join(l, " ") + "]"
 }
 
 func setIn(m map[string]map[string]int, k, v string, i int) {
@@ -179,11 +187,11 @@ func appendInternal(txns []Txn, i int) (Anomaly, bool) {
 					bad = n < 0 || !equal(s.list, m.List[n:])
 				}
 				if bad {
-					want := strings.Join(s.list, " ")
+					want := showList(s.list)
 					if !s.known {
-						want = "... " + want
+						want = "[… " + strings.Join(s.list, " ") + "]"
 					}
-					return Anomaly{Type: "internal", Txns: []int{i}, Text: fmt.Sprintf("%s read key %s = [%s], but its own earlier reads and appends say [%s]", txns[i].Name(), m.Key, strings.Join(m.List, " "), want)}, true
+					return Anomaly{Type: "internal", Txns: []int{i}, Text: fmt.Sprintf("%s read key %s = %s, but its own earlier reads and appends say %s", txns[i].Name(), m.Key, showList(m.List), want)}, true
 				}
 			}
 			state[m.Key] = &exp{known: true, list: append([]string(nil), m.List...), present: true}

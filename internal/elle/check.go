@@ -1,6 +1,7 @@
 package elle
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -34,6 +35,9 @@ type Options struct {
 	WFR bool
 	// Budget bounds the cycle search per component (DefaultBudget).
 	Budget int
+	// Ctx, when set, stops the cycle search when it is cancelled (Ctrl-C):
+	// the check is then INCONCLUSIVE, saying so.
+	Ctx context.Context
 }
 
 // Unknown anomalies make a check inconclusive rather than failed.
@@ -124,7 +128,14 @@ func Analyze(h *history.History, opt Options) *Analysis {
 	if heapHook != nil {
 		heapHook()
 	}
+	if opt.Ctx != nil {
+		g.stop = opt.Ctx.Done()
+	}
 	cycles, timedOut := g.cycles(opt.Budget)
+	if g.stopped {
+		found["cycle-search-timeout"] = []Anomaly{{Type: "cycle-search-timeout", Text: "the cycle search was stopped before it finished"}}
+		timedOut = 0
+	}
 	a.Components = len(g.sccs())
 	for _, c := range cycles {
 		an := Anomaly{Type: c.Type, Steps: c.Steps}

@@ -1,6 +1,7 @@
 package elle
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -257,4 +258,29 @@ func FuzzParseMops(f *testing.F) {
 		})
 		Check(h, Options{Kind: kind})
 	})
+}
+
+// TestStop: a cancelled context stops the cycle search, and the check says
+// it could not decide.
+func TestStop(t *testing.T) {
+	h := genListAppend(1000, 16, 3, 7)
+	// Make every read stale by one element, so the graph is one big knot.
+	for i := range h.Ops {
+		o := &h.Ops[i]
+		var mops [][]json.RawMessage
+		json.Unmarshal(o.Value, &mops)
+		for _, m := range mops {
+			var l []int
+			if string(m[0]) == `"r"` && json.Unmarshal(m[2], &l) == nil && len(l) > 1 {
+				m[2], _ = json.Marshal(l[:len(l)-1])
+			}
+		}
+		o.Value, _ = json.Marshal(mops)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a := Analyze(h, Options{Kind: ListAppend, Ctx: ctx})
+	if len(a.Found["cycle-search-timeout"]) != 1 || !strings.Contains(a.Found["cycle-search-timeout"][0].Text, "stopped") {
+		t.Errorf("found %v", sortedKeys(a.Found))
+	}
 }

@@ -51,6 +51,9 @@ type graph struct {
 	// lie on a cycle are ever shown, and keeping all of them cost more
 	// memory than the rest of the graph (nil keeps none).
 	keep func(a, b int) bool
+	// stop, when closed, ends the cycle search; stopped says it did.
+	stop    <-chan struct{}
+	stopped bool
 }
 
 func newGraph(n int) *graph {
@@ -146,6 +149,20 @@ func (g *graph) sccs() [][]int {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
 	return out
+}
+
+// halted reports whether the search was asked to stop.
+func (g *graph) halted() bool {
+	if g.stop == nil {
+		return false
+	}
+	select {
+	case <-g.stop:
+		g.stopped = true
+		return true
+	default:
+		return false
+	}
 }
 
 // spec is a kind of cycle to look for, as Elle's cycle-anomaly-specs.
@@ -277,6 +294,15 @@ func (g *graph) find(sc spec, scc []int, in map[int]bool, budget *int) ([]Step, 
 				*budget--
 				if *budget < 0 {
 					return nil, false
+				}
+				if *budget&4095 == 0 && g.stop != nil {
+					select {
+					case <-g.stop:
+						g.stopped = true
+						*budget = -1
+						return nil, false
+					default:
+					}
 				}
 				rels := g.rel[edgeKey(int(cur.s.v), int(w))] & sc.rels
 				for rels != 0 {
@@ -461,7 +487,7 @@ func (g *graph) cycleExists(scc []int, in map[int]bool) []string {
 		pos[v] = i
 	}
 	for _, sp := range existSpecs {
-		if redundant[sp.model] {
+		if redundant[sp.model] || g.halted() {
 			continue
 		}
 		adj := make([][]int32, len(scc))

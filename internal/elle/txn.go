@@ -45,6 +45,9 @@ func (m Mop) String() string {
 	switch {
 	case m.F == "r" && m.Nil:
 		return fmt.Sprintf("r %s nil", m.Key)
+	case m.F == "r" && len(m.List) > 4:
+		// The end of a long list is what the edges speak of.
+		return fmt.Sprintf("r %s [(%d more) … %s]", m.Key, len(m.List)-3, strings.Join(m.List[len(m.List)-3:], " "))
 	case m.F == "r" && m.List != nil:
 		return fmt.Sprintf("r %s [%s]", m.Key, strings.Join(m.List, " "))
 	}
