@@ -105,6 +105,10 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 		}
 		return ""
 	}
+	if experiment.IsResourceFault(fault) {
+		// resource.go: the container's cgroups, on this machine.
+		return ""
+	}
 	switch {
 	case fault == experiment.FaultFreeze:
 		// freeze.go: the pod's cgroup, on this machine.
