@@ -423,7 +423,8 @@ func cleanupWith(ctx context.Context, cs kubeapi.Interface, c backend.Cleanup) e
 	}
 	eligible := func(m metav1.ObjectMeta) bool {
 		run := m.Labels[LabelRun]
-		if run == "" {
+		if run == "" || m.DeletionTimestamp != nil {
+			// Already going (a namespace a cleanup before deleted).
 			return false
 		}
 		if c.RunID != "" {
@@ -531,6 +532,9 @@ func cleanupCampaigns(ctx context.Context, cs kubeapi.Interface, c backend.Clean
 	}
 	lo := metav1.ListOptions{LabelSelector: sel}
 	eligible := func(m metav1.ObjectMeta) bool {
+		if m.DeletionTimestamp != nil {
+			return false
+		}
 		if c.RunID != "" {
 			return m.Labels[LabelCampaign] == strings.ToLower(c.RunID)
 		}
