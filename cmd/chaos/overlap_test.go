@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -131,6 +132,39 @@ func TestSigintEndsARunWithOverlappingRestarts(t *testing.T) {
 	}
 	if v := readVerdict(t, dir); v.Verdict != "ERROR" || !v.Aborted {
 		t.Errorf("verdict %s (aborted %v), want ERROR, aborted (errors %q)", v.Verdict, v.Aborted, v.Errors)
+	}
+	if left := processesOf(bin); len(left) > 0 {
+		t.Errorf("servers left after the run: %v", left)
+	}
+	assertNoProcessesLeft(t, filepath.Base(dir))
+}
+
+// TestTimeoutEndsARunWithASlowRestart: an experiment timeout of 4 s ends a
+// run whose restart waits for a 30 s start: the run is ERROR, saying the
+// flow did not finish within its timeout, and chaos exits well before the
+// start would have come (the timeout, 5 s for the fault to see its start
+// through, and cleanup). Before, the restart waited under a context the
+// timeout could not end.
+func TestTimeoutEndsARunWithASlowRestart(t *testing.T) {
+	t.Parallel()
+	bin := pexitdCopy(t)
+	r := startChaosEnv(t, "overlapping-restarts-timeout", []string{"PEXITD=" + bin},
+		"--adapter", filepath.Join("testdata", "process", "adapters", "pexitd-slow-restart.yaml"),
+		filepath.Join("testdata", "process", "overlapping-restarts-timeout.yaml"))
+	dir := r.dir()
+	first := r.awaitEvent(dir, "operation.started", map[string]string{"operation": "bounce-a"}, 30*time.Second)
+	began := time.Now()
+	code := r.wait(40 * time.Second)
+	t.Logf("chaos exited %d, %v after the first restart began (t=%s)", code, time.Since(began).Round(time.Millisecond), first.str("t"))
+	if took, limit := time.Since(began), 20*time.Second; took > limit {
+		t.Errorf("chaos took %v after the restart began, want under %v (the 30 s start must not be waited for)", took, limit)
+	}
+	if code != 2 {
+		t.Errorf("chaos run exited %d, want 2 (ERROR)", code)
+	}
+	v := readVerdict(t, dir)
+	if v.Verdict != "ERROR" || !strings.Contains(strings.Join(v.Errors, "\n"), "timeout") {
+		t.Errorf("verdict %s (errors %q), want ERROR naming the timeout", v.Verdict, v.Errors)
 	}
 	if left := processesOf(bin); len(left) > 0 {
 		t.Errorf("servers left after the run: %v", left)
