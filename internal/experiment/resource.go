@@ -63,8 +63,8 @@ type Resource struct {
 	// io-limit
 	ReadBPS   string `yaml:"read-bps" json:"read-bps,omitempty" jsonschema_description:"io-limit: the most bytes read per second, e.g. 1MiB."`
 	WriteBPS  string `yaml:"write-bps" json:"write-bps,omitempty" jsonschema_description:"io-limit: the most bytes written per second, e.g. 1MiB."`
-	ReadIOPS  uint64 `yaml:"read-iops" json:"read-iops,omitempty" jsonschema_description:"io-limit: the most read operations per second."`
-	WriteIOPS uint64 `yaml:"write-iops" json:"write-iops,omitempty" jsonschema_description:"io-limit: the most write operations per second."`
+	ReadIOPS  int64  `yaml:"read-iops" json:"read-iops,omitempty" jsonschema_description:"io-limit: the most read operations per second."`
+	WriteIOPS int64  `yaml:"write-iops" json:"write-iops,omitempty" jsonschema_description:"io-limit: the most write operations per second."`
 	// task-limit
 	Tasks int64 `yaml:"tasks" json:"tasks,omitempty" jsonschema:"minimum=1" jsonschema_description:"task-limit: the most processes and threads the target may have; the next fork fails with EAGAIN."`
 	// disk-fill
@@ -187,9 +187,9 @@ func validateResource(d *manifest.Decoder, x *Experiment, p string, o *Operation
 			}
 			for _, f := range []struct {
 				field string
-				v     uint64
+				v     int64
 			}{{"read-iops", r.ReadIOPS}, {"write-iops", r.WriteIOPS}} {
-				if set(f.field) && f.v == 0 {
+				if set(f.field) && f.v <= 0 {
 					d.Problem(rp+"."+f.field, "must be 1 or more")
 				}
 			}

@@ -112,7 +112,7 @@ func (r *resourceApp) apply(ctx context.Context) ([]rundir.Field, error) {
 		if err != nil {
 			return nil, err
 		}
-		io := &cgroup.IOLimit{Major: dev.Major, Minor: dev.Minor, ReadIOPS: spec.ReadIOPS, WriteIOPS: spec.WriteIOPS}
+		io := &cgroup.IOLimit{Major: dev.Major, Minor: dev.Minor, ReadIOPS: uint64(max(spec.ReadIOPS, 0)), WriteIOPS: uint64(max(spec.WriteIOPS, 0))}
 		for _, b := range []struct {
 			s   string
 			dst *uint64
