@@ -15,8 +15,15 @@ func mib(n int) string { return fmt.Sprintf("%d MiB", n>>20) }
 func runRows() []string {
 	return []string{
 		fmt.Sprintf("| `t` of an event, a scrape, a watcher line or a progress sample | a number within %d days of the run's start | the file is refused |", MaxRunSeconds/86400),
-		fmt.Sprintf("| size of `timeline.jsonl`, a metrics source, a watcher's file, `progress.jsonl`, the ledger | %s | the file is refused |", mib(MaxJSONLBytes)),
+		fmt.Sprintf("| size of `timeline.jsonl`, a metrics source, a watcher's file, `progress.jsonl` | %s | the file is refused |", mib(MaxJSONLBytes)),
 		fmt.Sprintf("| one line of the timeline, a watcher's file, `progress.jsonl`, the ledger | %s | the file is refused |", mib(MaxLineBytes)),
+		fmt.Sprintf("| size of one instance's history (`output/.chaos/history.jsonl`) | %s | the check that reads it is ERROR, naming the file and the limit |", mib(MaxHistoryBytes)),
+		fmt.Sprintf("| history events (lines) of one run, all instances together | %d | the check that reads them is ERROR, naming the file and the limit |", MaxHistoryEvents),
+		fmt.Sprintf("| size of the ledger (`ledger.jsonl`) | %s | the file is refused |", mib(MaxLedgerBytes)),
+		fmt.Sprintf("| runs in the ledgers read at once | %d | the ledger is refused |", MaxLedgerRuns),
+		fmt.Sprintf("| size of `campaign.json` | %s | the campaign is refused |", mib(MaxCampaignBytes)),
+		fmt.Sprintf("| runs of one `campaign.json` | %d | the campaign is refused |", MaxCampaignRuns),
+		fmt.Sprintf("| runs `campaign.html` lists and draws | %d | every hit first, then the first runs; the page says so |", MaxCampaignPageRuns),
 		fmt.Sprintf("| one line (one scrape) of a metrics source | %s | the file is refused |", mib(MaxScrapeLineBytes)),
 		fmt.Sprintf("| `manifest.json`, `verdict.json`, an evaluation, a `.types.json` | %s | the file is not read |", mib(MaxJSONBytes)),
 		fmt.Sprintf("| `experiment.yaml`, `adapter.yaml` | %s | the file is refused |", mib(MaxManifestBytes)),
