@@ -86,7 +86,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		if c.Family == "" {
 			return
 		}
-		if _, err := MetricSource(a, c.Source); err != nil {
+		if _, err := a.MetricSource(c.Source); err != nil {
 			field := p + ".source"
 			if c.Source == "" {
 				field = p
@@ -403,27 +403,6 @@ func stepNames(steps []experiment.Step) []string {
 		out = append(out, s.Name)
 	}
 	return out
-}
-
-// MetricSource returns the name of the adapter metrics endpoint a metric
-// check reads: the one it names, or the adapter's only one.
-func MetricSource(a *adapter.Adapter, name string) (string, error) {
-	var names []string
-	for _, m := range a.Metrics {
-		names = append(names, m.Name)
-		if m.Name == name {
-			return name, nil
-		}
-	}
-	switch {
-	case name != "":
-		return "", fmt.Errorf("adapter %s has no metrics endpoint %q%s", a.ID, name, manifest.DidYouMean(name, names))
-	case len(names) == 1:
-		return names[0], nil
-	case len(names) == 0:
-		return "", fmt.Errorf("adapter %s scrapes no metrics, so a metric check has nothing to read", a.ID)
-	}
-	return "", fmt.Errorf("adapter %s has several metrics endpoints (%s): name one with source", a.ID, strings.Join(names, ", "))
 }
 
 // MaxConcurrentInstances is the most instances the flow can run at once:

@@ -14,7 +14,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/manifest"
 	"github.com/chaos-harness/chaos/internal/rundir"
-	"github.com/chaos-harness/chaos/internal/shell"
+	"github.com/chaos-harness/chaos/internal/script"
 )
 
 // outcome is what one check found, before expectations.
@@ -326,12 +326,16 @@ const NotAChance = 77
 
 // script runs a shell check: exit 0 passes, NotAChance is n/a, anything
 // else fails; what it prints is the detail.
-func (ev *evaluator) script(id, script, dir string, env []string, timeout time.Duration) outcome {
+func (ev *evaluator) script(id, text, dir string, env []string, timeout time.Duration) outcome {
 	if timeout <= 0 {
-		timeout = shell.DefaultTimeout
+		timeout = script.DefaultTimeout
 	}
-	spec := shell.Spec{Name: id, Script: script, Dir: dir, Env: env, Timeout: timeout}
-	res, err := ev.opt.Runner.Run(ev.ctx, spec)
+	spec := script.Spec{Name: id, Script: text, Dir: dir, Env: env, Timeout: timeout}
+	runner := ev.opt.Runner
+	if runner == nil {
+		runner = script.Plain{}
+	}
+	res, err := runner.RunScript(ev.ctx, spec)
 	if err != nil {
 		if ev.ctx.Err() != nil {
 			return outcome{err: interruptedReason}

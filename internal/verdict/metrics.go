@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
@@ -24,7 +23,7 @@ const maxShownScrapes = 8
 func (ev *evaluator) scrapes(source string) ([]rundir.Scrape, string, error) {
 	name := source
 	if ev.a != nil {
-		n, err := binding.MetricSource(ev.a, source)
+		n, err := ev.a.MetricSource(source)
 		if err != nil {
 			return nil, "", err
 		}

@@ -47,7 +47,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
-	"github.com/chaos-harness/chaos/internal/shell"
+	"github.com/chaos-harness/chaos/internal/script"
 )
 
 // Who decides a verdict.
@@ -60,9 +60,9 @@ const (
 type Options struct {
 	// By is "run" (for verdict.json) or "evaluate" (the default).
 	By string
-	// Runner runs shell checks; the engine passes one with its supervisor, a
-	// zero Runner works offline.
-	Runner shell.Runner
+	// Runner runs shell checks; the engine passes one with its supervisor,
+	// nil runs them as plain processes (offline, as chaos evaluate does).
+	Runner script.Runner
 	// Env is the base environment for scripts (os.Environ() normally).
 	Env []string
 	// Record, when set, is called for check.started and check.finished
