@@ -80,7 +80,7 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		if c.Kind == experiment.CheckStall && c.File != "" && a.Instance.HasHooks() {
 			b.na(fmt.Sprintf("check %s watches a file inside instances, which the adapter's hooks make and the harness cannot look into", c.Name))
 		}
-		if c.AfterReady != "" && a.Target(c.AfterReady) == nil {
+		if c.AfterReady != "" && c.AfterReady != experiment.ReadyInstance && a.Target(c.AfterReady) == nil {
 			b.missing(p+".after-ready", "adapter %s defines no target %q%s", a.ID, c.AfterReady, manifest.DidYouMean(c.AfterReady, a.TargetNames()))
 		}
 		if c.Family == "" {

@@ -88,6 +88,10 @@ func (w *Workload) InstanceCount() int {
 	return w.Instances
 }
 
+// ReadyInstance, as a stall check's after-ready, is the instance's own
+// readiness (its workload's ready) instead of a named target's.
+const ReadyInstance = "instance"
+
 // What a metric check does with the scrapes taken before its series
 // first appeared.
 const (
@@ -154,7 +158,7 @@ type Check struct {
 	// AfterReady and ExceptDuring keep the time a fault took the system
 	// down out of a stall: a client cannot progress while its server is
 	// restarting.
-	AfterReady   string   `yaml:"after-ready" json:"after-ready,omitempty" jsonschema_description:"stall: a named target of the adapter; time counts only while it is ready, and the clock starts over each time it is ready again (target.started, target.restarted)."`
+	AfterReady   string   `yaml:"after-ready" json:"after-ready,omitempty" jsonschema_description:"stall: a named target of the adapter, or instance (the instance's own ready); time counts only while it is ready, and the clock starts over each time it is ready again (target.started, target.restarted, instance.ready)."`
 	ExceptDuring []string `yaml:"except-during" json:"except-during,omitempty" jsonschema_description:"stall: operations whose windows (from operation.started to its operation.reverted or operation.finished) do not count; the clock stops in them and goes on after."`
 	// history checkers (set, counter, queue, linearizable, list-append, rw-register)
 	Workloads         []string      `yaml:"workloads" json:"workloads,omitempty" jsonschema_description:"set, counter, queue, linearizable: the workloads whose histories are read together (default: every workload)."`

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -52,5 +53,28 @@ flow: {parallel: [client, server-down]}
 				t.Errorf("problems:\n got %v\nwant %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestStallAfterReadyInstanceNeedsReady: after-ready: instance reads the
+// workload's own ready, so the workload must have one.
+func TestStallAfterReadyInstanceNeedsReady(t *testing.T) {
+	src := `apiVersion: chaos/v1alpha1
+id: stall-self
+workloads:
+  - name: client
+    run: echo hi
+    checks:
+      - {name: live, kind: stall, file: log, limit: 10s, after-ready: instance}
+flow: client
+`
+	_, ps := Parse("x.yaml", []byte(src))
+	want := []prob{e(7, 71, "workloads[0].checks[0].after-ready", "after-ready: instance needs the workload's ready: how an instance says it is ready (a line it prints, a file it makes)")}
+	if got := probsOf(ps); !reflect.DeepEqual(got, want) {
+		t.Errorf("problems:\n got %v\nwant %v", got, want)
+	}
+	_, ps = Parse("x.yaml", []byte(strings.Replace(src, "    run: echo hi\n", "    run: echo hi\n    ready: {pattern: ready}\n", 1)))
+	if got := probsOf(ps); len(got) != 0 {
+		t.Errorf("with ready: %v", got)
 	}
 }

@@ -76,6 +76,9 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		seen := map[string]bool{}
 		for j := range w.Checks {
 			validateCheck(d, x, fmt.Sprintf("%s.checks[%d]", p, j), &w.Checks[j], true, seen)
+			if w.Checks[j].AfterReady == ReadyInstance && w.Ready == nil {
+				d.Problem(fmt.Sprintf("%s.checks[%d].after-ready", p, j), "after-ready: instance needs the workload's ready: how an instance says it is ready (a line it prints, a file it makes)")
+			}
 		}
 	}
 

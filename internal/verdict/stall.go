@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -81,7 +82,11 @@ func (ev *evaluator) stallCheck(c *experiment.Check, workload, inst string) outc
 		return outcome{detail: fmt.Sprintf("%s was never Running, so it never showed progress", inst)}
 	}
 	stretches := running
-	if c.AfterReady != "" {
+	switch c.AfterReady {
+	case "":
+	case experiment.ReadyInstance:
+		stretches = intersect(running, ev.instanceReadyIntervals(inst))
+	default:
 		stretches = intersect(running, ev.readyIntervals(c.AfterReady))
 	}
 	var paused [][2]float64
@@ -118,7 +123,11 @@ func (ev *evaluator) stallCheck(c *experiment.Check, workload, inst string) outc
 	}
 	if worst > limit {
 		while := "while " + inst + " was Running"
-		if c.AfterReady != "" {
+		switch c.AfterReady {
+		case "":
+		case experiment.ReadyInstance:
+			while += " and ready"
+		default:
 			while += " and " + c.AfterReady + " was ready"
 		}
 		if len(paused) > 0 {
@@ -171,6 +180,37 @@ func intersect(a, b [][2]float64) [][2]float64 {
 			}
 		}
 	}
+	return out
+}
+
+// instanceReadyIntervals returns the [start, end] times an instance was
+// ready by its own word: from each instance.ready (its workload's ready,
+// once per start) until an operation acted on it or the next one. Before
+// its first instance.ready it is not ready.
+func (ev *evaluator) instanceReadyIntervals(inst string) [][2]float64 {
+	var out [][2]float64
+	readyFrom, end := -1.0, 0.0
+	stop := func(t float64) {
+		if readyFrom >= 0 && t > readyFrom {
+			out = append(out, [2]float64{readyFrom, t})
+		}
+		readyFrom = -1
+	}
+	for _, e := range ev.events {
+		end = math.Max(end, e.T)
+		switch e.Name {
+		case "instance.ready":
+			if e.String("instance") == inst {
+				stop(e.T)
+				readyFrom = e.T
+			}
+		case "operation.started":
+			if slices.Contains(stringList(e.Get("instances")), inst) {
+				stop(e.T)
+			}
+		}
+	}
+	stop(end)
 	return out
 }
 

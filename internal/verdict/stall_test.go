@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/verdict"
 	vt "github.com/chaos-harness/chaos/internal/verdict/verdicttest"
@@ -189,6 +190,93 @@ func TestStallOutsideFaults(t *testing.T) {
 			}
 			if !strings.Contains(got.Detail, c.detail) {
 				t.Errorf("detail %q\nwant it to contain %q", got.Detail, c.detail)
+			}
+		})
+	}
+}
+
+const stallSelfExperiment = `apiVersion: chaos/v1alpha1
+id: stall-self
+version: 1
+workloads:
+  - name: client
+    ready: {pattern: 'client ready'}
+    run: echo hi
+    checks:
+      - name: live
+        kind: stall
+        file: log
+        limit: 10s
+OPTIONS
+operations:
+  - name: client-restart
+    uses: restart-in-place
+    target: {workload: client}
+flow:
+  parallel: [client, client-restart]
+`
+
+// TestStallAfterTheInstanceIsReady: after-ready: instance starts the
+// clock at each instance.ready of the instance itself: a client that takes
+// 15 s to set up, and again after a restart in place, does not stall; a
+// stall once it said it was ready still fails.
+func TestStallAfterTheInstanceIsReady(t *testing.T) {
+	run := func(t *testing.T, options string, stalled [2]float64) rundir.CheckResult {
+		r := vt.New(t, "stall-self", strings.Replace(stallSelfExperiment, "OPTIONS\n", options, 1), "")
+		ev := func(at float64, name string, fields string) {
+			ts := vt.Start.Add(time.Duration(at * float64(time.Second))).Format("2006-01-02T15:04:05.000000Z")
+			r.Raw(fmt.Sprintf(`{"t": %.3f, "ts": %q, "event": %q, %s}`, at, ts, name, fields))
+		}
+		ev(0, "run.started", `"experiment": "stall-self", "version": 1, "seed": 0, "adapter": "", "run_id": "`+vt.RunID+`"`)
+		ev(1, "instance.created", `"workload": "client", "instance": "client-0", "system_id": "200"`)
+		ev(2, "instance.state", `"workload": "client", "instance": "client-0", "state": "Running", "reason": ""`)
+		ev(17, "instance.ready", `"workload": "client", "instance": "client-0", "on": "logs/client.log:3"`)
+		ev(40, "operation.started", `"operation": "client-restart", "uses": "restart-in-place", "run": 1, "target": "{workload: client}", "scope": "instances", "instances": ["client-0"], "ids": ["200"]`)
+		ev(41, "operation.finished", `"operation": "client-restart", "uses": "restart-in-place", "run": 1`)
+		ev(55, "instance.ready", `"workload": "client", "instance": "client-0", "on": "logs/client.log:9"`)
+		ev(100, "instance.state", `"workload": "client", "instance": "client-0", "state": "Succeeded", "reason": ""`)
+		ev(101, "run.finished", `"verdict": "?"`)
+		r.Write()
+		var b strings.Builder
+		size := 0
+		for at := 2.0; at <= 100; at++ {
+			setup := at < 18 || (at > 40 && at < 57)
+			if !setup && !(at > stalled[0] && at < stalled[1]) {
+				size += 10
+			}
+			fmt.Fprintf(&b, `{"t": %.1f, "file": "log", "size": %d}`+"\n", at, size)
+		}
+		r.File("workloads/client/instances/client-0/"+verdict.ProgressFile, b.String())
+		x, ps := experiment.Load(r.Dir.ExperimentFile())
+		if err := ps.Err(); err != nil {
+			t.Fatal(err)
+		}
+		v, err := verdict.Evaluate(context.Background(), r.Dir, x, nil, verdict.Options{Env: os.Environ()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range v.Checks {
+			if c.ID == "client-0/live" {
+				return c
+			}
+		}
+		t.Fatalf("no result for client-0/live:\n%s", describe(v))
+		return rundir.CheckResult{}
+	}
+	for _, c := range []struct {
+		name, options string
+		stalled       [2]float64
+		result        string
+		detail        string
+	}{
+		{"set-up time counted without it", "", [2]float64{}, "fail", "did not advance for 17.0s (t=40.0s to 57.0s) while client-0 was Running;"},
+		{"after-ready: instance", "        after-ready: instance\n", [2]float64{}, "ok", ""},
+		{"a stall once ready still fails", "        after-ready: instance\n", [2]float64{70, 85}, "fail", "did not advance for 15.0s (t=70.0s to 85.0s) while client-0 was Running and ready;"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := run(t, c.options, c.stalled)
+			if got.Result != c.result || !strings.Contains(got.Detail, c.detail) {
+				t.Errorf("result %s detail %q; want %s with %q", got.Result, got.Detail, c.result, c.detail)
 			}
 		})
 	}
