@@ -137,8 +137,9 @@ func TestBigListAppend(t *testing.T) {
 			t.Errorf("%s: %d, e.g. %s", ty, len(as), strings.Join(a.describe(as[0]), "\n  "))
 		}
 	}
-	if d > 2*time.Minute {
-		t.Errorf("took %s", d)
+	// CPU time, not the wall clock: the machines that run this are shared.
+	if cpu > time.Minute {
+		t.Errorf("took %s of CPU", cpu)
 	}
 	// Make one read in the middle miss the last element it saw: a stale
 	// read, which real time turns into a cycle.
