@@ -3,7 +3,6 @@ package cgroup
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,10 +11,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chaos-harness/chaos/internal/ctxfd"
 )
 
 // ErrPopulated is returned by Remove for a group that still has live tasks.
@@ -309,7 +309,7 @@ func (g *Group) waitEvents(ctx context.Context, cond func(Events) bool) error {
 		return &fs.PathError{Op: "open", Path: g.file("cgroup.events"), Err: err}
 	}
 	defer unix.Close(fd)
-	wake, stop, err := ctxWaker(ctx)
+	wake, stop, err := ctxfd.Waker(ctx)
 	if err != nil {
 		return err
 	}
@@ -332,37 +332,6 @@ func (g *Group) waitEvents(ctx context.Context, cond func(Events) bool) error {
 			return fmt.Errorf("polling %s: %w", g.file("cgroup.events"), err)
 		}
 	}
-}
-
-// ctxWaker returns an eventfd that becomes readable when ctx is done, for
-// use beside other fds in poll(2), and a function to release it. For a ctx
-// that can never be done it returns -1, which poll ignores.
-func ctxWaker(ctx context.Context) (int, func(), error) {
-	if ctx.Done() == nil {
-		return -1, func() {}, nil
-	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return -1, nil, fmt.Errorf("creating an eventfd: %w", err)
-	}
-	var mu sync.Mutex
-	closed := false
-	stopAfter := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !closed {
-			var one [8]byte
-			binary.NativeEndian.PutUint64(one[:], 1)
-			_, _ = unix.Write(efd, one[:])
-		}
-	})
-	return efd, func() {
-		stopAfter()
-		mu.Lock()
-		defer mu.Unlock()
-		closed = true
-		unix.Close(efd)
-	}, nil
 }
 
 // Procs returns, sorted, every process (thread-group id) in the group and

@@ -56,6 +56,32 @@ func (r *Result) add(kind string, bad bool, values []string, ops []*Op) {
 	r.Findings = append(r.Findings, f)
 }
 
+// finding is one kind of anomaly a checker found: a bad one makes the
+// history invalid, the others are only told.
+type finding struct {
+	kind   string
+	bad    bool
+	says   string // the summary's words, given the count
+	values []string
+	ops    []*Op
+}
+
+// report adds, in order, each finding that has values, with a summary line
+// that lists them, so every checker words and records its findings alike.
+func (r *Result) report(findings ...finding) {
+	for _, f := range findings {
+		if len(f.values) == 0 {
+			continue
+		}
+		sortKeys(f.values)
+		if f.bad {
+			r.Outcome = Invalid
+		}
+		r.Summary = append(r.Summary, fmt.Sprintf(f.says, len(f.values))+": "+Quote(f.values, MaxListed))
+		r.add(f.kind, f.bad, f.values, f.ops)
+	}
+}
+
 // RefOf names o in verdict.json.
 func RefOf(o *Op) rundir.OpRef {
 	v := string(o.InvokeValue)
@@ -159,35 +185,16 @@ func CheckSet(h *History) *Result {
 			unexpected = append(unexpected, k)
 		}
 	}
-	for _, l := range [][]string{lost, unexpected, recovered, unknown, failedPresent} {
-		sortKeys(l)
-	}
 	sort.Slice(lostOps, func(i, j int) bool { return lostOps[i].Start < lostOps[j].Start })
 	sort.Slice(failedOps, func(i, j int) bool { return failedOps[i].Start < failedOps[j].Start })
 	r.Summary = append(r.Summary, fmt.Sprintf("%d adds attempted, %d acknowledged; the final read (%s) holds %d", attempted, okCount, final.Ref(), len(present)))
-	if len(lost) > 0 {
-		r.Outcome = Invalid
-		r.Summary = append(r.Summary, fmt.Sprintf("lost: %d acknowledged adds missing: %s", len(lost), Quote(lost, MaxListed)))
-		r.add("lost", true, lost, lostOps)
-	}
-	if len(unexpected) > 0 {
-		r.Outcome = Invalid
-		r.Summary = append(r.Summary, fmt.Sprintf("unexpected: %d values never added: %s", len(unexpected), Quote(unexpected, MaxListed)))
-		r.add("unexpected", true, unexpected, nil)
-	}
-	if len(failedPresent) > 0 {
-		r.Outcome = Invalid
-		r.Summary = append(r.Summary, fmt.Sprintf("failed but present: %d adds that failed are in the read: %s", len(failedPresent), Quote(failedPresent, MaxListed)))
-		r.add("failed-present", true, failedPresent, failedOps)
-	}
-	if len(recovered) > 0 {
-		r.Summary = append(r.Summary, fmt.Sprintf("recovered: %d adds of unknown outcome are present: %s", len(recovered), Quote(recovered, MaxListed)))
-		r.add("recovered", false, recovered, nil)
-	}
-	if len(unknown) > 0 {
-		r.Summary = append(r.Summary, fmt.Sprintf("unknown: %d adds of unknown outcome are absent (allowed): %s", len(unknown), Quote(unknown, MaxListed)))
-		r.add("unknown", false, unknown, nil)
-	}
+	r.report(
+		finding{"lost", true, "lost: %d acknowledged adds missing", lost, lostOps},
+		finding{"unexpected", true, "unexpected: %d values never added", unexpected, nil},
+		finding{"failed-present", true, "failed but present: %d adds that failed are in the read", failedPresent, failedOps},
+		finding{"recovered", false, "recovered: %d adds of unknown outcome are present", recovered, nil},
+		finding{"unknown", false, "unknown: %d adds of unknown outcome are absent (allowed)", unknown, nil},
+	)
 	return r
 }
 
@@ -394,29 +401,13 @@ func CheckQueue(h *History, allowDuplicates bool) *Result {
 			unexpOps = append(unexpOps, deliveredBy[k])
 		}
 	}
-	for _, l := range [][]string{lost, unexpected, dup, recovered} {
-		sortKeys(l)
-	}
 	r.Summary = append(r.Summary, fmt.Sprintf("%d values enqueued (%d acknowledged), %d delivered", len(enq), okEnq, nOut))
-	if len(lost) > 0 {
-		r.Outcome = Invalid
-		r.Summary = append(r.Summary, fmt.Sprintf("lost: %d acknowledged enqueues never delivered: %s", len(lost), Quote(lost, MaxListed)))
-		r.add("lost", true, lost, lostOps)
-	}
-	if len(unexpected) > 0 {
-		r.Outcome = Invalid
-		r.Summary = append(r.Summary, fmt.Sprintf("unexpected: %d values delivered that were never (successfully) enqueued: %s", len(unexpected), Quote(unexpected, MaxListed)))
-		r.add("unexpected", true, unexpected, unexpOps)
-	}
-	if len(dup) > 0 {
-		r.Outcome = Invalid
-		r.Summary = append(r.Summary, fmt.Sprintf("duplicated: %d values delivered more often than enqueued: %s", len(dup), Quote(dup, MaxListed)))
-		r.add("duplicated", true, dup, dupOps)
-	}
-	if len(recovered) > 0 {
-		r.Summary = append(r.Summary, fmt.Sprintf("recovered: %d enqueues of unknown outcome were delivered: %s", len(recovered), Quote(recovered, MaxListed)))
-		r.add("recovered", false, recovered, nil)
-	}
+	r.report(
+		finding{"lost", true, "lost: %d acknowledged enqueues never delivered", lost, lostOps},
+		finding{"unexpected", true, "unexpected: %d values delivered that were never (successfully) enqueued", unexpected, unexpOps},
+		finding{"duplicated", true, "duplicated: %d values delivered more often than enqueued", dup, dupOps},
+		finding{"recovered", false, "recovered: %d enqueues of unknown outcome were delivered", recovered, nil},
+	)
 	if !drained && r.Outcome == Valid {
 		r.Outcome = Inconclusive
 		r.Summary = append(r.Summary, "no ok drain: whether acknowledged enqueues were lost cannot be told")

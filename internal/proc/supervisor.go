@@ -567,39 +567,9 @@ func (p *Process) signalCgroup(sig syscall.Signal) error {
 }
 
 // signalInCgroup sends sig to pid only if it is in g, checked after its
-// pidfd is open (see signalMarked for why that order is race-free).
+// pidfd is open (see signalIf).
 func signalInCgroup(pid int, sig syscall.Signal, g *cgroup.Group) (bool, error) {
-	if pid <= 1 || pid == os.Getpid() {
-		return false, nil
-	}
-	fd, err := openPidfd(pid)
-	switch err {
-	case nil:
-		defer closePidfd(fd)
-	case syscall.ESRCH:
-		return false, nil
-	case syscall.ENOSYS, syscall.EPERM:
-		fd = -1
-	default:
-		return false, fmt.Errorf("proc: pidfd_open(%d): %w", pid, err)
-	}
-	in, err := g.Contains(pid)
-	if err != nil || !in {
-		return false, err
-	}
-	if fd < 0 {
-		err = syscall.Kill(pid, sig)
-	} else {
-		err = pidfdSendSignal(fd, sig)
-	}
-	switch err {
-	case nil:
-		return true, nil
-	case syscall.ESRCH:
-		return false, nil
-	default:
-		return false, fmt.Errorf("proc: signal %v to %d: %w", sig, pid, err)
-	}
+	return signalIf(pid, sig, g.Contains)
 }
 
 // signalGroup sends sig to the process group while the leader is known not to
@@ -925,12 +895,29 @@ func zombieChildrenWhere(keep func(deadChild) bool) []zkey {
 }
 
 // signalMarked sends sig to pid only if the process carries marker in its
-// environment, and reports whether it did. The pidfd is opened before the
-// environment is read: if the process that owned pid at open time is still
-// alive when the signal is sent through the pidfd, the environment we read
-// was its own; if it died in between, the kernel fails the send with ESRCH
-// instead of hitting whoever recycled the pid.
+// environment, and reports whether it did (see signalIf for why the check
+// cannot be about another process).
 func signalMarked(pid int, sig syscall.Signal, marker string) (bool, error) {
+	return signalIf(pid, sig, func(pid int) (bool, error) {
+		ok, err := hasEnvEntry(pid, marker)
+		if err != nil {
+			if isGone(err) {
+				return false, nil
+			}
+			return false, fmt.Errorf("proc: read environ of %d: %w", pid, err)
+		}
+		return ok, nil
+	})
+}
+
+// signalIf sends sig to pid only if check(pid) holds, and reports whether it
+// did. The pidfd is opened before the check: if the process that owned pid
+// at open time is still alive when the signal is sent through the pidfd,
+// what check read was about it; if it died in between, the kernel fails the
+// send with ESRCH instead of hitting whoever recycled the pid. Without
+// pidfds (kernels before 5.3, or a seccomp filter) it falls back to kill(2),
+// which has a theoretical pid-reuse window between the check and the kill.
+func signalIf(pid int, sig syscall.Signal, check func(pid int) (bool, error)) (bool, error) {
 	if pid <= 1 || pid == os.Getpid() {
 		return false, nil
 	}
@@ -941,49 +928,25 @@ func signalMarked(pid int, sig syscall.Signal, marker string) (bool, error) {
 	case syscall.ESRCH:
 		return false, nil
 	case syscall.ENOSYS, syscall.EPERM:
-		return signalMarkedNoPidfd(pid, sig, marker)
+		fd = -1
 	default:
 		return false, fmt.Errorf("proc: pidfd_open(%d): %w", pid, err)
 	}
-	ok, err := hasEnvEntry(pid, marker)
-	if err != nil {
-		if isGone(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("proc: read environ of %d: %w", pid, err)
+	ok, err := check(pid)
+	if err != nil || !ok {
+		return false, err
 	}
-	if !ok {
-		return false, nil
+	if fd < 0 {
+		err = syscall.Kill(pid, sig)
+	} else {
+		err = pidfdSendSignal(fd, sig)
 	}
-	switch err := pidfdSendSignal(fd, sig); err {
+	switch err {
 	case nil:
 		return true, nil
 	case syscall.ESRCH:
 		return false, nil
 	default:
 		return false, fmt.Errorf("proc: signal %v to %d: %w", sig, pid, err)
-	}
-}
-
-// signalMarkedNoPidfd is the pre-5.3-kernel fallback. It has a theoretical
-// pid-reuse window between the environ check and kill(2).
-func signalMarkedNoPidfd(pid int, sig syscall.Signal, marker string) (bool, error) {
-	ok, err := hasEnvEntry(pid, marker)
-	if err != nil {
-		if isGone(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("proc: read environ of %d: %w", pid, err)
-	}
-	if !ok {
-		return false, nil
-	}
-	switch err := syscall.Kill(pid, sig); err {
-	case nil:
-		return true, nil
-	case syscall.ESRCH:
-		return false, nil
-	default:
-		return false, fmt.Errorf("proc: kill(%d, %v): %w", pid, sig, err)
 	}
 }

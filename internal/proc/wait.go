@@ -2,7 +2,6 @@ package proc
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chaos-harness/chaos/internal/ctxfd"
 )
 
 // ownPidfds holds the pidfds this package has open. The reaper treats any
@@ -262,7 +263,7 @@ func gone(z zkey) bool {
 // reports one of events (POLLHUP and POLLERR are always reported), and
 // returns the events seen (0 on timeout).
 func waitFD(ctx context.Context, fd int, events int16, timeout time.Duration) (int16, error) {
-	wake, stop, err := ctxWaker(ctx)
+	wake, stop, err := ctxfd.Waker(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -295,35 +296,4 @@ func waitFD(ctx context.Context, fd int, events int16, timeout time.Duration) (i
 			return fds[0].Revents, nil
 		}
 	}
-}
-
-// ctxWaker returns an eventfd that becomes readable when ctx is done, to be
-// polled beside another fd, and a function that releases it. For a ctx that
-// is never done it returns -1, which poll(2) ignores.
-func ctxWaker(ctx context.Context) (int, func(), error) {
-	if ctx.Done() == nil {
-		return -1, func() {}, nil
-	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return -1, nil, fmt.Errorf("creating an eventfd: %w", err)
-	}
-	var mu sync.Mutex
-	closed := false
-	stopAfter := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !closed { // never write to a closed (maybe reused) fd number
-			var one [8]byte
-			binary.NativeEndian.PutUint64(one[:], 1)
-			_, _ = unix.Write(efd, one[:])
-		}
-	})
-	return efd, func() {
-		stopAfter()
-		mu.Lock()
-		defer mu.Unlock()
-		closed = true
-		unix.Close(efd)
-	}, nil
 }
