@@ -94,7 +94,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 			}
 		}
 		if experiment.IsResourceFault(o.Uses) {
-			ops[i].Resource, ops[i].Journal = o.Resource, e.resourceJournal()
+			ops[i].Resource, ops[i].Journal = e.resourceSpec(o), e.resourceJournal()
 		}
 	}
 	var wg sync.WaitGroup

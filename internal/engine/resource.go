@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/fault"
 )
 
@@ -10,4 +11,16 @@ import (
 func (e *engine) resourceJournal() *fault.ResourceJournal {
 	e.resOnce.Do(func() { e.resJ = fault.NewResourceJournal(e.runID, e.dir.SystemDir(), "") })
 	return e.resJ
+}
+
+// resourceSpec is o's resource field with $VARS in its path expanded from
+// the run's environment, as hooks see them (a data directory under
+// /tmp/db-$CHAOS_RUN_ID).
+func (e *engine) resourceSpec(o *experiment.Operation) *experiment.Resource {
+	if o.Resource == nil || o.Resource.Path == "" {
+		return o.Resource
+	}
+	r := *o.Resource
+	r.Path = e.expand(r.Path)
+	return &r
 }
