@@ -222,6 +222,7 @@ on one backend.
 	for _, c := range extraCommands {
 		root.AddCommand(c(s))
 	}
+	groupCommands(root)
 	s.addCompletions(root)
 	// The completion command writes where it was made to write.
 	root.SetIn(s.in)
@@ -229,6 +230,36 @@ on one backend.
 	root.SetErr(s.err)
 	documentCompletion(root)
 	return root
+}
+
+// commandGroups are the headings chaos --help lists its commands under, as
+// kubectl and docker do, in the order a newcomer needs them; commandGroup
+// puts each command under one. What is in none (docs, schema, version,
+// completion, help) is listed last, under cobra's "Additional Commands".
+var commandGroups = []*cobra.Group{
+	{ID: "running", Title: "Running experiments:"},
+	{ID: "run", Title: "Reading a run:"},
+	{ID: "runs", Title: "Across runs:"},
+	{ID: "systems", Title: "Systems and adapters:"},
+}
+
+var commandGroup = map[string]string{
+	"run": "running", "replay": "running", "validate": "running", "list": "running",
+	"show": "running", "cleanup": "running",
+	"evaluate": "run", "report": "run", "evidence": "run", "share": "run",
+	"stats": "runs", "compare": "runs", "export": "runs", "dashboard": "runs",
+	"adapters": "systems", "preflight": "systems", "provision": "systems",
+	"deprovision": "systems", "build-image": "systems",
+}
+
+// groupCommands registers the groups and files each command under its own.
+func groupCommands(root *cobra.Command) {
+	root.AddGroup(commandGroups...)
+	for _, c := range root.Commands() {
+		if id, ok := commandGroup[c.Name()]; ok {
+			c.GroupID = id
+		}
+	}
 }
 
 // extraCommands lets command files register themselves without editing the
