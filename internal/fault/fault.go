@@ -10,7 +10,8 @@
 //	freeze            Freeze, for the duration (or to the flow's end), Thaw.
 //	crash-loop        Down; Up and Down again the moment it has started
 //	                  (recovering); Up, Ready and Down once more (ready);
-//	                  then Up and Ready for good.
+//	                  then Up and Ready for good. Op.Aims aims the second
+//	                  and third Downs at what the target reports instead.
 //
 // and the network faults, over a handle's network namespace
 // (backend.Networked) with package netfault's rules, each held for the
