@@ -191,7 +191,7 @@ func (ev *evaluator) runHistoryCheck(c *experiment.Check, h *history.History) *h
 	case experiment.CheckLinearizable:
 		res = history.CheckLinearizable(h, history.LinearOptions{Model: c.Model, Initial: c.Initial, Timeout: ev.checkTimeout(c.Timeout.D())})
 	case experiment.CheckListAppend, experiment.CheckRWRegister:
-		res = elle.Check(h, elle.Options{Kind: c.Kind, Models: c.ConsistencyModels, Anomalies: c.Anomalies})
+		res = elle.Check(h, elle.Options{Kind: c.Kind, Models: c.ConsistencyModels, Anomalies: c.Anomalies, Ctx: ev.ctx})
 	}
 	return res
 }
