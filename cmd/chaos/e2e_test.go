@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -172,7 +171,7 @@ func buildDBClient() (string, error) {
 			return
 		}
 		dbClientDir = dir
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", filepath.Join(dir, "chaos-dbclient"), "./examples/clients/dbclient")
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "chaos-dbclient"), "./examples/clients/dbclient")
 		cmd.Dir = filepath.Join("..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			dbClientErr = fmt.Errorf("building chaos-dbclient: %v\n%s", err, out)

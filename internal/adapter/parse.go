@@ -52,7 +52,6 @@ func Parse(file string, data []byte) (*Adapter, manifest.Problems) {
 
 var (
 	types       = []string{TypeProcess, TypeContainer, TypePod}
-	lifecycles  = []string{"external", "run"}
 	stateValues = []string{"Created", "Pending", "Running", "Succeeded", "Failed", "Unknown"}
 )
 

@@ -15,16 +15,17 @@ type inner struct {
 }
 
 type doc struct {
-	Title   string            `yaml:"title"`
-	Ratio   float64           `yaml:"ratio"`
-	On      bool              `yaml:"on"`
-	Wait    Duration          `yaml:"wait"`
-	Tags    []string          `yaml:"tags"`
-	Env     map[string]string `yaml:"env"`
-	Items   []inner           `yaml:"items"`
-	ByName  map[string]*inner `yaml:"by-name"`
-	Opt     *inner            `yaml:"opt"`
-	Any     any               `yaml:"any"`
+	Title  string            `yaml:"title"`
+	Ratio  float64           `yaml:"ratio"`
+	On     bool              `yaml:"on"`
+	Wait   Duration          `yaml:"wait"`
+	Tags   []string          `yaml:"tags"`
+	Env    map[string]string `yaml:"env"`
+	Items  []inner           `yaml:"items"`
+	ByName map[string]*inner `yaml:"by-name"`
+	Opt    *inner            `yaml:"opt"`
+	Any    any               `yaml:"any"`
+	//lint:ignore U1000 never set: the decoder must pass over an unexported field
 	private string
 }
 

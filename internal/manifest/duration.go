@@ -66,11 +66,11 @@ func ParseDuration(s string) (Duration, error) {
 // unitHint suggests a unit for a bare number: seconds for small ones, and
 // for 100 or more milliseconds too, since "delay: 500" is more likely half
 // a second than 8m20s.
-func unitHint(s string, asSeconds time.Duration) string {
-	if asSeconds < 100*time.Second {
+func unitHint(s string, bare time.Duration) string {
+	if bare < 100*time.Second {
 		return " (add a unit: " + s + "s)"
 	}
-	return " (add a unit: " + s + "ms, or " + s + "s for " + Duration(asSeconds).String() + ")"
+	return " (add a unit: " + s + "ms, or " + s + "s for " + Duration(bare).String() + ")"
 }
 
 type durationError struct{ s, hint string }

@@ -178,7 +178,7 @@ func (x *extractor) entry(h *tar.Header, r io.Reader, strip string) error {
 			t    time.Time
 		}{rel, h.ModTime})
 		return nil
-	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives still use TypeRegA
+	case tar.TypeReg: // tar.Reader turns an old archive's TypeRegA into TypeReg
 		if err := x.removeExisting(rel); err != nil {
 			return err
 		}

@@ -108,15 +108,6 @@ func chaos(t *testing.T, runs string, args ...string) result {
 	return r
 }
 
-func verdictOf(t *testing.T, dir string) *rundir.Verdict {
-	t.Helper()
-	var v rundir.Verdict
-	if err := rundir.ReadJSON(filepath.Join(dir, "verdict.json"), &v); err != nil {
-		t.Fatal(err)
-	}
-	return &v
-}
-
 // TestSameFileOnLocalAndDocker runs examples unchanged on both adapters:
 // only --adapter differs.
 func TestSameFileOnLocalAndDocker(t *testing.T) {

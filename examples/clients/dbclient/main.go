@@ -766,10 +766,9 @@ func cmdFront(args []string) error {
 // ---- PostgreSQL (simple query protocol, trust authentication) ----
 
 type pgDB struct {
-	addr  string
-	conn  net.Conn
-	r     *bufio.Reader
-	ready bool
+	addr string
+	conn net.Conn
+	r    *bufio.Reader
 }
 
 func (d *pgDB) Close() {

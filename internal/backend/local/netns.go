@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
@@ -109,9 +108,6 @@ type localNet struct {
 	lab   *netfault.Lab
 	err   error
 	addrs map[string]netip.Addr
-
-	mu      sync.Mutex
-	members map[string]*netfault.Member
 }
 
 // netMember is an instance's or a target's namespace.
@@ -125,7 +121,7 @@ func open(ctx context.Context, run *backend.Run) (backend.Backend, error) {
 	if !isolated(run.Adapter) {
 		return b, nil
 	}
-	n := &localNet{addrs: map[string]netip.Addr{}, members: map[string]*netfault.Member{}}
+	n := &localNet{addrs: map[string]netip.Addr{}}
 	b.net = n
 	n.lab, n.err = netfault.NewLab(ctx, run.ID)
 	if n.err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
-	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/shell"
@@ -95,14 +94,6 @@ func (t *target) livePid() (int, error) {
 }
 
 func (t *target) owned() bool { return t.spec.Lifecycle == "run" }
-
-func (t *target) env() []string {
-	env := envvar.Set(t.run().Env, "CHAOS_TARGET", t.name, "CHAOS_PID_FILE", t.pidFile())
-	if !t.owned() {
-		env = envvar.Unset(env, "CHAOS_RUN_ID")
-	}
-	return env
-}
 
 func (t *target) logWriter() *os.File {
 	f, err := os.OpenFile(t.run().Dir.LogFile(t.name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
