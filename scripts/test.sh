@@ -68,6 +68,14 @@ if [ -n "$unformatted" ]; then
   echo "not gofmt-formatted:"; echo "$unformatted"; exit 1
 fi
 go vet ./...
+# staticcheck (unused code, deprecated APIs, likely bugs) at a pinned version,
+# installed outside the repository; any finding fails the run.
+staticcheck_version=0.8.2
+staticcheck="$(go env GOPATH)/bin/staticcheck"
+if ! "$staticcheck" -version 2>/dev/null | grep -qF "($staticcheck_version)"; then
+  GOBIN="$(go env GOPATH)/bin" go install "honnef.co/go/tools/cmd/staticcheck@v$staticcheck_version"
+fi
+"$staticcheck" ./...
 go test -count=1 -timeout 15m ./...
 # The concurrent heart of the harness again, under the race detector.
 go test -race -count=1 -timeout 10m ./internal/engine/ ./internal/proc/ ./internal/observe/ ./internal/backend/local/ ./internal/shell/
