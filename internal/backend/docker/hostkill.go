@@ -1,0 +1,232 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/chaos-harness/chaos/internal/cgroup"
+)
+
+// The engine cannot kill a container whose main process's main thread has
+// exited while its other threads run on (Go servers and JVMs can do this):
+// runc finds the init process a zombie and refuses, the engine waits 12 s
+// and fails with "PID … is zombie and can not be killed", and it can even
+// mark the container exited while the process runs on. A signal to the
+// process's thread group ends it. So before (or after) the engine's kill,
+// the harness kills what the container's cgroup holds on this host itself,
+// when it can see it: the cgroup is found from the container's init pid,
+// and only a cgroup whose path names the container's full id is touched.
+
+// hostKillLimit bounds how long a host kill waits for the container's
+// cgroup to empty.
+const hostKillLimit = 5 * time.Second
+
+// hostCgroup is where a container's processes are on this host.
+type hostCgroup struct {
+	id string // the container's full id
+	// v2 is the container's cgroup v2 group, when it has one naming id.
+	v2 *cgroup.Group
+	// v1Dir, v1Ctrl and v1Path are a v1 hierarchy's directory of the
+	// container, its controller and its path as /proc/PID/cgroup shows it,
+	// used when no v2 group names the container.
+	v1Dir, v1Ctrl, v1Path string
+}
+
+// namesContainer reports whether the cgroup path p is the container's own:
+// its last element holds the full id ("/docker/ID", "/system.slice/docker-ID.scope").
+func namesContainer(p, id string) bool {
+	return isFullID(id) && strings.Contains(filepath.Base(p), id)
+}
+
+// findHostCgroup finds the cgroup of container id from its init pid, or
+// returns nil when this host shows none of it (a remote engine, another pid
+// namespace, a pid that is no longer the container's, a process gone).
+func findHostCgroup(id string, pid int) *hostCgroup {
+	if pid <= 1 || pid == os.Getpid() || !isFullID(id) {
+		return nil
+	}
+	cgs, err := cgroup.ProcCgroups(pid)
+	if err != nil {
+		return nil
+	}
+	if p, ok := cgs[""]; ok && namesContainer(p, id) {
+		if mnt, root, err := cgroup.FindMount(); err == nil {
+			if dir, ok := under(mnt, root, p); ok {
+				if g, err := cgroup.Open(dir); err == nil {
+					return &hostCgroup{id: id, v2: g}
+				}
+			}
+		}
+	}
+	h, err := cgroup.FindHierarchies()
+	if err != nil {
+		return nil
+	}
+	// Any one v1 hierarchy lists every process of the container; the ones
+	// the engine always places it in come first.
+	ctrls := slices.Sorted(func(yield func(string) bool) {
+		for c := range h.V1 {
+			if !yield(c) {
+				return
+			}
+		}
+	})
+	slices.SortStableFunc(ctrls, func(a, b string) int { return rank(a) - rank(b) })
+	for _, c := range ctrls {
+		p, ok := cgs[c]
+		if !ok || !namesContainer(p, id) {
+			continue
+		}
+		if dir, ok := under(h.V1[c].Mount, h.V1[c].Root, p); ok {
+			if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
+				return &hostCgroup{id: id, v1Dir: dir, v1Ctrl: c, v1Path: p}
+			}
+		}
+	}
+	return nil
+}
+
+func rank(c string) int {
+	switch c {
+	case "pids":
+		return 0
+	case "freezer":
+		return 1
+	case "memory":
+		return 2
+	}
+	return 3
+}
+
+// under turns the cgroup path p into a directory of the hierarchy mounted
+// at mnt whose top is the cgroup root; false when p is outside it.
+func under(mnt, root, p string) (string, bool) {
+	root = strings.TrimSuffix(root, "/")
+	if root != "" && p != root && !strings.HasPrefix(p, root+"/") {
+		return "", false
+	}
+	return filepath.Join(mnt, strings.TrimPrefix(p, root)), true
+}
+
+// killWait SIGKILLs every process of the container's cgroup and waits,
+// bounded by ctx, until it is empty.
+func (h *hostCgroup) killWait(ctx context.Context) error {
+	if h.v2 != nil {
+		return h.v2.KillWait(ctx)
+	}
+	for {
+		left, err := h.killV1()
+		if err != nil {
+			return err
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("killing the processes of container %s (cgroup %s): %d still there: %w", shortID(h.id), h.v1Dir, left, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// killV1 SIGKILLs each thread group of the v1 cgroup's subtree (from its
+// cgroup.procs and tasks) and returns how many it found alive.
+func (h *hostCgroup) killV1() (int, error) {
+	groups := map[int]bool{}
+	err := filepath.WalkDir(h.v1Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		for _, f := range []string{"cgroup.procs", "tasks"} {
+			b, err := os.ReadFile(filepath.Join(p, f))
+			if err != nil {
+				continue // removed while we walked
+			}
+			for _, s := range strings.Fields(string(b)) {
+				n, err := strconv.Atoi(s)
+				if err != nil {
+					continue
+				}
+				if f == "tasks" {
+					n = cgroup.Tgid(n)
+				}
+				if n > 0 {
+					groups[n] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("listing the processes of container %s: %w", shortID(h.id), err)
+	}
+	var errs []error
+	for pid := range groups {
+		if err := h.killV1Pid(pid); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(groups), errors.Join(errs...)
+}
+
+// killV1Pid SIGKILLs pid's thread group if /proc/PID/cgroup puts it in the
+// container's cgroup. The pidfd is opened before the check, so the process
+// checked is the one signalled, never whoever got its pid since.
+func (h *hostCgroup) killV1Pid(pid int) error {
+	if pid <= 1 || pid == os.Getpid() {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	switch err {
+	case nil:
+		defer unix.Close(fd)
+	case unix.ESRCH:
+		return nil
+	default:
+		// Without a pidfd there is no way to signal this very process.
+		return fmt.Errorf("killing pid %d of container %s: pidfd_open: %w", pid, shortID(h.id), err)
+	}
+	cgs, err := cgroup.ProcCgroups(pid)
+	if err != nil {
+		return nil // gone
+	}
+	if p := cgs[h.v1Ctrl]; p != h.v1Path && !strings.HasPrefix(p, h.v1Path+"/") {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
+		return fmt.Errorf("killing pid %d of container %s: %w", pid, shortID(h.id), err)
+	}
+	return nil
+}
+
+// leaderIsZombie reports whether pid's thread-group leader has exited
+// while the process lives on (state Z with more than its own task).
+func leaderIsZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 || i+2 >= len(b) || b[i+2] != 'Z' {
+		return false
+	}
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	return err == nil && len(tasks) > 1
+}

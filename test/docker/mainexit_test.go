@@ -1,0 +1,164 @@
+package docker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// mainexitImage builds an image FROM scratch holding
+// internal/cgroup/testdata/mainexit.c compiled statically: its main thread
+// calls pthread_exit once a worker thread runs, so the container's init is a
+// zombie leader while the process lives on. Without gcc the test is
+// skipped, except under CI.
+func mainexitImage(t *testing.T) string {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("needs gcc: %v", err)
+		}
+		t.Skipf("needs gcc: %v", err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(filepath.Dir(examples), "internal", "cgroup", "testdata", "mainexit.c")
+	if out, err := exec.Command(gcc, "-static", "-O2", "-pthread", "-o", filepath.Join(dir, "mainexit"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -static mainexit.c (needs libc6-dev): %v\n%s", err, out)
+	}
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY mainexit /mainexit\nENTRYPOINT [\"/mainexit\", \"/pid\"]\n"), 0o644)
+	ref := fmt.Sprintf("chaos-test/mainexit:%d", time.Now().UnixNano())
+	if out, err := exec.Command("docker", "build", "-q", "-t", ref, dir).CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		cli.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	})
+	return ref
+}
+
+// TestRestartInPlaceOfAContainerWhoseMainThreadExited restarts in place,
+// three times, a container target whose init's main thread has exited
+// while a worker thread runs (the leader is a zombie), then kills it. The
+// engine cannot kill such a container: each docker kill took over 10 s,
+// failed with "PID … is zombie and can not be killed", and left the process
+// running while the engine called the container exited, so the run was
+// ERROR. The harness now kills what the container's cgroup holds on the
+// host. The run must PASS, quickly, and leave no process of the container
+// on the host (the engine's containerd shim is the engine's, not looked at).
+func TestRestartInPlaceOfAContainerWhoseMainThreadExited(t *testing.T) {
+	needDocker(t)
+	ref := mainexitImage(t)
+	dir := t.TempDir()
+	adapterFile := filepath.Join(dir, "mx.yaml")
+	os.WriteFile(adapterFile, []byte(`apiVersion: chaos/v1alpha1
+id: docker-mainexit
+backend: docker
+instance: {image: "chaos/busybox:latest"}
+targets:
+  server:
+    type: container
+    lifecycle: run
+    container: chaos-mx-$CHAOS_RUN_ID
+    start: docker run -d --name "chaos-mx-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" `+ref+` >/dev/null
+`), 0o644)
+	expFile := filepath.Join(dir, "x.yaml")
+	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+id: docker-mainexit-restarts
+timeout: 2m
+workloads:
+  - {name: w, run: "true"}
+operations:
+  - {name: bounce, uses: restart-in-place, target: server}
+  - {name: end, uses: kill, target: server}
+flow:
+  serial:
+    - w
+    - repeat: {times: 3, do: bounce}
+    - end
+checks:
+  - {name: restarted-three-times, kind: event, event: target.restarted, where: {operation: bounce}, min: 3, max: 3}
+`), 0o644)
+	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
+	if r.code != 0 || !strings.Contains(r.stdout, "\nPASS\n") {
+		t.Errorf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
+	}
+	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	var started float64
+	ops := 0
+	for _, e := range events {
+		if e.Name == "container.event" && strings.HasPrefix(e.String("container"), "chaos-mx-") && e.String("id") != "" {
+			ids[e.String("id")] = true
+		}
+		switch e.Name {
+		case "operation.started":
+			started = e.T
+		case "operation.finished":
+			// The engine spent over 10 s on each kill it could not do
+			// (2 s, then 10 s of its own wait); the host kill takes well
+			// under a second, and a restart is that plus docker start.
+			ops++
+			t.Logf("%s took %.3fs", e.String("operation"), e.T-started)
+			if e.T-started > 8 {
+				t.Errorf("operation %s took %.1fs: the kill waited for the engine", e.String("operation"), e.T-started)
+			}
+		}
+	}
+	if ops != 4 {
+		t.Errorf("%d operations finished, want 4", ops)
+	}
+	if len(ids) != 1 {
+		t.Fatalf("the target's container ids in the timeline: %v, want one", ids)
+	}
+	for id := range ids {
+		if left := processesInContainer(id); len(left) > 0 {
+			t.Errorf("processes of container %s left on the host after the run: %v", id, left)
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL) // leave the machine clean
+			}
+		}
+		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("id", id)})
+		if len(list.Items) != 0 {
+			t.Errorf("container %s left after the run", id)
+		}
+	}
+}
+
+// processesInContainer lists the host's processes whose cgroup (any
+// hierarchy) is the container's: a path element holding its id.
+func processesInContainer(id string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cgroup")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) == 3 && strings.Contains(filepath.Base(parts[2]), id) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
