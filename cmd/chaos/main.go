@@ -36,7 +36,7 @@ func run() int {
 	}
 	code := cli.Main(cli.State{
 		Args: os.Args[1:], Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Env: os.Environ(), Dir: dir, Signals: cli.OSSignals,
+		Env: os.Environ(), Dir: dir, Signals: cli.OSSignals, SoftMemoryLimit: startheap.SoftLimit,
 	})
 	return lateSignal(code)
 }

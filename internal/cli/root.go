@@ -18,6 +18,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/buildinfo"
 	"github.com/chaos-harness/chaos/internal/envvar"
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/sigcatch"
 	// Every built-in backend, registered.
 	_ "github.com/chaos-harness/chaos/internal/backend/all"
@@ -42,6 +43,11 @@ type State struct {
 	// (its cmd.Context() ends with the first signal). Nil means no signal
 	// ever comes.
 	Signals func() (<-chan os.Signal, func())
+	// SoftMemoryLimit, when set, is called with limits.ReaderMemoryBytes
+	// before a command that reads runs (every command but those that
+	// abort in their own order), so that what it reads is held in bounded
+	// memory; the binary passes startheap.SoftLimit.
+	SoftMemoryLimit func(int64)
 	// Grace is how long a command that does not abort in its own order
 	// (see abortsInOrder) has after a signal before Main gives up on it
 	// and returns ExitError; zero means InterruptGrace.
@@ -202,6 +208,8 @@ on one backend.
 			s.ran = true
 			if cmd.Annotations[abortsInOrder] != "" {
 				s.inOrder.Store(true)
+			} else if s.st.SoftMemoryLimit != nil {
+				s.st.SoftMemoryLimit(limits.ReaderMemoryBytes)
 			}
 		},
 	}

@@ -34,9 +34,9 @@ const (
 	// (output/.chaos/history.jsonl).
 	MaxHistoryBytes = 256 << 20
 	// MaxHistoryEvents bounds the history events (lines) of one run's
-	// histories together, read for one check or one page: at about
-	// 150 bytes of memory an event, the reader stays under 300 MB.
-	MaxHistoryEvents = 1_000_000
+	// histories together, read for one check or one page (250,000
+	// operations): with ReaderMemoryBytes, the reader stays under 300 MB.
+	MaxHistoryEvents = 500_000
 	// MaxSmallFileBytes bounds a file that holds one value, such as an
 	// instance's .chaos/exit_code.
 	MaxSmallFileBytes = 4 << 10
@@ -67,6 +67,11 @@ const (
 	// one run, all files together.
 	MaxWatchLines = 2_000_000
 )
+
+// ReaderMemoryBytes is the soft memory limit of a command that reads
+// runs (evaluate, report, stats, ...): the Go runtime collects harder
+// rather than let the heap grow past it.
+const ReaderMemoryBytes = 150 << 20
 
 // What a run writes: the timeline's writer stops the flow this far short
 // of the readers' limits (MaxEvents, MaxJSONLBytes), so cleanup, the checks
