@@ -59,6 +59,7 @@ func findHostCgroup(id string, pid int) *hostCgroup {
 	if err != nil {
 		return nil
 	}
+	// v2 keeps a zombie leader's cgroup.
 	if p, ok := cgs[""]; ok && namesContainer(p, id) {
 		if mnt, root, err := cgroup.FindMount(); err == nil {
 			if dir, ok := under(mnt, root, p); ok {
@@ -82,18 +83,45 @@ func findHostCgroup(id string, pid int) *hostCgroup {
 		}
 	})
 	slices.SortStableFunc(ctrls, func(a, b string) int { return rank(a) - rank(b) })
-	for _, c := range ctrls {
-		p, ok := cgs[c]
-		if !ok || !namesContainer(p, id) {
-			continue
-		}
-		if dir, ok := under(h.V1[c].Mount, h.V1[c].Root, p); ok {
-			if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
-				return &hostCgroup{id: id, v1Dir: dir, v1Ctrl: c, v1Path: p}
+	// v1 shows a zombie leader in the root cgroup: its live threads say
+	// where the process is.
+	for _, tcgs := range threadCgroups(pid) {
+		for _, c := range ctrls {
+			p, ok := tcgs[c]
+			if !ok || !namesContainer(p, id) {
+				continue
+			}
+			if dir, ok := under(h.V1[c].Mount, h.V1[c].Root, p); ok {
+				if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
+					return &hostCgroup{id: id, v1Dir: dir, v1Ctrl: c, v1Path: p}
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// threadCgroups reads the cgroups of each thread of process pid
+// (/proc/PID/task/TID/cgroup).
+func threadCgroups(pid int) []map[string]string {
+	base := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(base)
+	if err != nil {
+		return nil
+	}
+	var out []map[string]string
+	for _, t := range tasks {
+		f, err := os.Open(filepath.Join(base, t.Name(), "cgroup"))
+		if err != nil {
+			continue
+		}
+		cgs, err := cgroup.ParseProcCgroup(f)
+		f.Close()
+		if err == nil {
+			out = append(out, cgs)
+		}
+	}
+	return out
 }
 
 func rank(c string) int {
@@ -203,11 +231,14 @@ func (h *hostCgroup) killV1Pid(pid int) error {
 		// Without a pidfd there is no way to signal this very process.
 		return fmt.Errorf("killing pid %d of container %s: pidfd_open: %w", pid, shortID(h.id), err)
 	}
-	cgs, err := cgroup.ProcCgroups(pid)
-	if err != nil {
-		return nil // gone
+	in := false
+	for _, cgs := range threadCgroups(pid) {
+		if p := cgs[h.v1Ctrl]; p == h.v1Path || strings.HasPrefix(p, h.v1Path+"/") {
+			in = true
+			break
+		}
 	}
-	if p := cgs[h.v1Ctrl]; p != h.v1Path && !strings.HasPrefix(p, h.v1Path+"/") {
+	if !in {
 		return nil
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
