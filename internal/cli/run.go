@@ -140,6 +140,9 @@ that does not parse or bind, a bad flag, no such file or id).`,
 					return harnessf("%v", err)
 				}
 			}
+			if err := defaultAdapterFailed(s, args[0], x, a, adapterRef, adaptersDir, out.Verdict); err != nil {
+				return err
+			}
 			if code := out.ExitCode(); code != 0 {
 				return withCode(code, "")
 			}
