@@ -50,13 +50,7 @@ func Parse(file string, data []byte) (*Adapter, manifest.Problems) {
 	return a, d.Problems
 }
 
-var (
-	types       = []string{TypeProcess, TypeContainer, TypePod}
-	stateValues = []string{"Created", "Pending", "Running", "Succeeded", "Failed", "Unknown"}
-)
-
-// States lists the instance states a state hook may print.
-func States() []string { return stateValues }
+var types = []string{TypeProcess, TypeContainer, TypePod}
 
 func validate(d *manifest.Decoder, a *Adapter) {
 	if a.APIVersion == "" {

@@ -4,8 +4,6 @@
 package experiment
 
 import (
-	"slices"
-
 	units "github.com/docker/go-units"
 
 	"github.com/chaos-harness/chaos/internal/manifest"
@@ -120,9 +118,6 @@ const (
 
 // HistoryChecks lists the check kinds that read operation histories.
 var HistoryChecks = []string{CheckSet, CheckCounter, CheckQueue, CheckLinearizable, CheckListAppend, CheckRWRegister}
-
-// IsHistoryCheck reports whether kind reads operation histories.
-func IsHistoryCheck(kind string) bool { return slices.Contains(HistoryChecks, kind) }
 
 // Check is a belief about the evidence a run recorded. Which fields apply
 // depends on Kind.

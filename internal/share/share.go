@@ -8,7 +8,6 @@ package share
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -28,12 +27,6 @@ type Options struct {
 	// Instances that failed are drawn even past it. The others are named
 	// in a line under the chart, never dropped silently.
 	MaxInstances int
-}
-
-// Write writes the page for r to w.
-func Write(w io.Writer, r *runview.Run, o Options) error {
-	_, err := w.Write(Page(r, o))
-	return err
 }
 
 // Page renders the Markdown page of a run.
