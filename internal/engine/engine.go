@@ -62,8 +62,6 @@ type Config struct {
 	// mean to its author at the shell.
 	Env     []string
 	WorkDir string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 	// OTLPGRPC and OTLPHTTP, when set, turn on the built-in OTLP receiver
 	// on these addresses (overriding the adapter's otlp section).
 	OTLPGRPC, OTLPHTTP string
@@ -176,11 +174,7 @@ func Run(ctx context.Context, cfg Config) (*Outcome, error) {
 	if err := checkCapacity(cfg.Experiment, cfg.Adapter); err != nil {
 		return nil, err
 	}
-	now := time.Now
-	if cfg.Now != nil {
-		now = cfg.Now
-	}
-	start := now()
+	start := time.Now()
 	runID := rundir.NewRunID(start)
 	dir, err := rundir.Create(cfg.RunsDir, cfg.Experiment.ID, runID)
 	if err != nil {
