@@ -254,7 +254,7 @@ func (e *engine) waitWorkload(ctx context.Context, w *experiment.Wait) error {
 		return true, nil
 	}
 	for {
-		ok, err, changed := e.reg.check(cond)
+		ok, changed, err := e.reg.check(cond)
 		if err != nil || ok {
 			return err
 		}

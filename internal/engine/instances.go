@@ -62,13 +62,13 @@ func (r *registry) update(fn func()) {
 	r.mu.Unlock()
 }
 
-// watch returns the channel closed at the next change, and evaluates cond
-// under the lock first.
-func (r *registry) check(cond func() (bool, error)) (bool, error, <-chan struct{}) {
+// check evaluates cond under the lock and returns, with its result, the
+// channel closed at the next change.
+func (r *registry) check(cond func() (bool, error)) (bool, <-chan struct{}, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ok, err := cond()
-	return ok, err, r.changed
+	return ok, r.changed, err
 }
 
 func (r *registry) workload(name string) []*instanceHandle { return r.instances[name] }

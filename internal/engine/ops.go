@@ -412,7 +412,7 @@ func (e *engine) handlesStored(ctx context.Context, workload string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for {
-		ok, _, changed := e.reg.check(func() (bool, error) {
+		ok, changed, _ := e.reg.check(func() (bool, error) {
 			for _, h := range e.reg.workload(workload) {
 				if h.state != "" && !h.state.Terminal() && h.inst == nil {
 					return false, nil
