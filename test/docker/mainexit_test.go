@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,12 +18,12 @@ import (
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
-// mainexitImage builds an image FROM scratch holding
-// internal/cgroup/testdata/mainexit.c compiled statically: its main thread
-// calls pthread_exit once a worker thread runs, so the container's init is a
-// zombie leader while the process lives on. Without gcc the test is
-// skipped, except under CI.
-func mainexitImage(t *testing.T) string {
+// termexitImage builds an image FROM scratch holding testdata/termexit.c
+// compiled statically: its main thread calls pthread_exit once a worker
+// thread runs, so the container's init is a zombie leader while the process
+// lives on; on SIGTERM it exits 42. Without gcc the test is skipped, except
+// under CI.
+func termexitImage(t *testing.T) string {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")
 	if err != nil {
@@ -32,12 +33,11 @@ func mainexitImage(t *testing.T) string {
 		t.Skipf("needs gcc: %v", err)
 	}
 	dir := t.TempDir()
-	src := filepath.Join(filepath.Dir(examples), "internal", "cgroup", "testdata", "mainexit.c")
-	if out, err := exec.Command(gcc, "-static", "-O2", "-pthread", "-o", filepath.Join(dir, "mainexit"), src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc -static mainexit.c (needs libc6-dev): %v\n%s", err, out)
+	if out, err := exec.Command(gcc, "-static", "-O2", "-Wall", "-pthread", "-o", filepath.Join(dir, "termexit"), filepath.Join("testdata", "termexit.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -static termexit.c (needs libc6-dev): %v\n%s", err, out)
 	}
-	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY mainexit /mainexit\nENTRYPOINT [\"/mainexit\", \"/pid\"]\n"), 0o644)
-	ref := fmt.Sprintf("chaos-test/mainexit:%d", time.Now().UnixNano())
+	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY termexit /termexit\nENTRYPOINT [\"/termexit\"]\n"), 0o644)
+	ref := fmt.Sprintf("chaos-test/termexit:%d", time.Now().UnixNano())
 	if out, err := exec.Command("docker", "build", "-q", "-t", ref, dir).CombinedOutput(); err != nil {
 		t.Fatalf("docker build: %v\n%s", err, out)
 	}
@@ -49,16 +49,19 @@ func mainexitImage(t *testing.T) string {
 
 // TestRestartInPlaceOfAContainerWhoseMainThreadExited restarts in place,
 // three times, a container target whose init's main thread has exited
-// while a worker thread runs (the leader is a zombie), then kills it. The
-// engine cannot kill such a container: each docker kill took over 10 s,
-// failed with "PID … is zombie and can not be killed", and left the process
-// running while the engine called the container exited, so the run was
-// ERROR. The harness now kills what the container's cgroup holds on the
-// host. The run must PASS, quickly, and leave no process of the container
-// on the host (the engine's containerd shim is the engine's, not looked at).
+// while a worker thread runs (the leader is a zombie), restarts it
+// gracefully, then kills it. The engine cannot signal such a container:
+// each docker kill took over 10 s, failed with "PID … is zombie and can not
+// be killed", and could leave the process running while the engine called
+// the container exited, so the run was ERROR; a docker stop delivered no
+// SIGTERM. The harness now signals and kills what the container's cgroup
+// holds on the host. The run must PASS, each operation quickly, the
+// graceful restart must reach the process with SIGTERM, and no process of
+// the container may be left on the host (the engine's containerd shim is
+// the engine's, not looked at).
 func TestRestartInPlaceOfAContainerWhoseMainThreadExited(t *testing.T) {
 	needDocker(t)
-	ref := mainexitImage(t)
+	ref := termexitImage(t)
 	dir := t.TempDir()
 	adapterFile := filepath.Join(dir, "mx.yaml")
 	os.WriteFile(adapterFile, []byte(`apiVersion: chaos/v1alpha1
@@ -80,11 +83,13 @@ workloads:
   - {name: w, run: "true"}
 operations:
   - {name: bounce, uses: restart-in-place, target: server}
+  - {name: gentle, uses: restart, target: server, grace: 6s}
   - {name: end, uses: kill, target: server}
 flow:
   serial:
     - w
     - repeat: {times: 3, do: bounce}
+    - gentle
     - end
 checks:
   - {name: restarted-three-times, kind: event, event: target.restarted, where: {operation: bounce}, min: 3, max: 3}
@@ -118,8 +123,22 @@ checks:
 			}
 		}
 	}
-	if ops != 4 {
-		t.Errorf("%d operations finished, want 4", ops)
+	if ops != 5 {
+		t.Errorf("%d operations finished, want 5", ops)
+	}
+	// The graceful restart's SIGTERM reached the process (its handler
+	// exits 42), where the engine could deliver none and killed it; every
+	// other end is a SIGKILL (128+9).
+	var codes []int
+	for _, e := range events {
+		if e.Name == "container.event" && e.String("action") == "die" && strings.HasPrefix(e.String("container"), "chaos-mx-") {
+			n, _ := strconv.Atoi(fmt.Sprint(e.Get("exit_code")))
+			codes = append(codes, int(n))
+		}
+	}
+	t.Logf("exit codes of the target's container: %v", codes)
+	if want := []int{137, 137, 137, 42, 137}; len(codes) < len(want) || !slices.Equal(codes[:len(want)], want) {
+		t.Errorf("exit codes of the target's container %v, want %v first (42: the graceful restart's SIGTERM)", codes, want)
 	}
 	if len(ids) != 1 {
 		t.Fatalf("the target's container ids in the timeline: %v, want one", ids)

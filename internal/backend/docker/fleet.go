@@ -105,52 +105,10 @@ func (g guard) kill(ctx context.Context, ref, signal string) error {
 	if err != nil {
 		return err
 	}
-	host, ended := g.hostFirst(ctx, c)
-	if ended {
-		return nil
-	}
-	_, err = g.cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: signal})
-	return g.hostAfter(ctx, c.ID, host, err)
-}
-
-// hostFirst finds the running container's cgroup on this host (nil when
-// the host shows none) and, when the engine could not kill the container
-// (its init's main thread has exited while other threads run), kills what
-// the cgroup holds at once; ended says the container then stopped.
-func (g guard) hostFirst(ctx context.Context, c container.InspectResponse) (host *hostCgroup, ended bool) {
-	host = hostOf(c)
-	if host == nil || !leaderIsZombie(c.State.Pid) {
-		return host, false
-	}
-	kctx, cancel := context.WithTimeout(ctx, hostKillLimit)
-	defer cancel()
-	if host.killWait(kctx) != nil {
-		return host, false
-	}
-	return host, waitNotRunning(kctx, g.cli, c.ID) == nil
-}
-
-// hostAfter kills, on this host, whatever of the container the engine's
-// kill or stop left running (the engine can report a container dead while
-// a process of it runs on). The engine's error stands unless the
-// container's cgroup is then empty and the engine says it stopped.
-func (g guard) hostAfter(ctx context.Context, id string, host *hostCgroup, engineErr error) error {
-	if host == nil {
-		return engineErr
-	}
-	kctx, cancel := context.WithTimeout(ctx, hostKillLimit)
-	defer cancel()
-	herr := host.killWait(kctx)
-	if engineErr == nil || isNotRunning(engineErr) {
-		if herr != nil {
-			return fmt.Errorf("container %s: the engine's kill left processes running: %w", shortID(id), herr)
-		}
-		return engineErr
-	}
-	if herr == nil && waitNotRunning(kctx, g.cli, id) == nil {
-		return nil
-	}
-	return errors.Join(engineErr, herr)
+	return g.engineOrHost(ctx, c, 0, func() error {
+		_, err := g.cli.ContainerKill(ctx, c.ID, client.ContainerKillOptions{Signal: signal})
+		return err
+	})
 }
 
 func (g guard) stop(ctx context.Context, ref string, grace time.Duration) error {
@@ -159,20 +117,10 @@ func (g guard) stop(ctx context.Context, ref string, grace time.Duration) error 
 		return err
 	}
 	secs := int(math.Ceil(grace.Seconds()))
-	// A process whose main thread has exited gets no SIGTERM from the
-	// engine: the stop ends, after grace and the engine's own wait, in
-	// the host kill.
-	host := hostOf(c)
-	_, err = g.cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Signal: "SIGTERM", Timeout: &secs})
-	return g.hostAfter(ctx, c.ID, host, err)
-}
-
-// hostOf finds the running container's cgroup on this host, or nil.
-func hostOf(c container.InspectResponse) *hostCgroup {
-	if c.State == nil || !c.State.Running {
-		return nil
-	}
-	return findHostCgroup(c.ID, c.State.Pid)
+	return g.engineOrHost(ctx, c, time.Duration(secs)*time.Second, func() error {
+		_, err := g.cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Signal: "SIGTERM", Timeout: &secs})
+		return err
+	})
 }
 
 func (g guard) start(ctx context.Context, ref string) error {
@@ -225,19 +173,14 @@ func (g guard) remove(ctx context.Context, ref string) error {
 	}
 	id := c.ID
 	// A forced remove is the engine's kill first: what it cannot kill is
-	// killed on this host, before and after.
-	host, _ := g.hostFirst(ctx, c)
-	_, err = g.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if cerrdefs.IsNotFound(err) {
-		err = nil
-	}
-	if host != nil {
-		kctx, cancel := context.WithTimeout(ctx, hostKillLimit)
-		if herr := host.killWait(kctx); herr != nil {
-			err = errors.Join(err, fmt.Errorf("container %s: processes left running after its removal: %w", shortID(id), herr))
+	// killed on this host.
+	err = g.engineOrHost(ctx, c, 0, func() error {
+		_, err := g.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if cerrdefs.IsNotFound(err) {
+			err = nil
 		}
-		cancel()
-	}
+		return err
+	})
 	if err == nil && g.ours != nil {
 		g.ours.Delete(id)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/cgroup"
@@ -30,6 +31,79 @@ import (
 // hostKillLimit bounds how long a host kill waits for the container's
 // cgroup to empty.
 const hostKillLimit = 5 * time.Second
+
+// engineSlow is how long the engine's kill may take before the harness
+// kills on the host as well: the engine answers a kill it can do in well
+// under a second, and one it cannot do only after 12 s.
+const engineSlow = time.Second
+
+// engineOrHost makes call, the engine's kill, stop or forced remove of the
+// running container c, and kills on this host what the engine cannot
+// (see above). The engine is asked first, so what it can do it does as
+// always (its kill event, its exit code); whether its init is a zombie
+// leader cannot be decided beforehand, since a process can end its main
+// thread at any moment. While the call is out, the leader is watched:
+// once it is a zombie, or the engine is slow, the harness acts itself.
+// With grace (a stop), it sends SIGTERM to the process and gives it grace
+// to end before it kills. At the end, whatever of the container the engine
+// left is killed (it can call a container exited while a process of it
+// runs on). The engine's error stands unless the container's cgroup is
+// then empty and the engine says it stopped.
+func (g guard) engineOrHost(ctx context.Context, c container.InspectResponse, grace time.Duration, call func() error) error {
+	var host *hostCgroup
+	if c.State != nil && c.State.Running {
+		host = findHostCgroup(c.ID, c.State.Pid)
+	}
+	if host == nil {
+		return call()
+	}
+	pid := c.State.Pid
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	slow := time.NewTimer(grace + engineSlow)
+	defer slow.Stop()
+	var err error
+	for answered := false; !answered; {
+		select {
+		case err = <-done:
+			answered = true
+			continue
+		case <-tick.C:
+			if !leaderIsZombie(pid) {
+				continue
+			}
+		case <-slow.C:
+		case <-ctx.Done():
+			return fmt.Errorf("container %s: %w", shortID(c.ID), ctx.Err())
+		}
+		if grace > 0 && leaderIsZombie(pid) && host.signal(pid, unix.SIGTERM) == nil {
+			gctx, cancel := context.WithTimeout(ctx, grace)
+			_ = waitNotRunning(gctx, g.cli, c.ID)
+			cancel()
+		}
+		kctx, cancel := context.WithTimeout(ctx, hostKillLimit)
+		_ = host.killWait(kctx)
+		cancel()
+		// The engine returns once it sees the container stopped.
+		err = <-done
+		answered = true
+	}
+	kctx, cancel := context.WithTimeout(ctx, hostKillLimit)
+	defer cancel()
+	herr := host.killWait(kctx)
+	if err == nil || isNotRunning(err) {
+		if herr != nil {
+			return fmt.Errorf("container %s: the engine's kill left processes running: %w", shortID(c.ID), herr)
+		}
+		return err
+	}
+	if herr == nil && waitNotRunning(kctx, g.cli, c.ID) == nil {
+		return nil
+	}
+	return errors.Join(err, herr)
+}
 
 // hostCgroup is where a container's processes are on this host.
 type hostCgroup struct {
@@ -231,18 +305,44 @@ func (h *hostCgroup) killV1Pid(pid int) error {
 		// Without a pidfd there is no way to signal this very process.
 		return fmt.Errorf("killing pid %d of container %s: pidfd_open: %w", pid, shortID(h.id), err)
 	}
-	in := false
-	for _, cgs := range threadCgroups(pid) {
-		if p := cgs[h.v1Ctrl]; p == h.v1Path || strings.HasPrefix(p, h.v1Path+"/") {
-			in = true
-			break
-		}
-	}
-	if !in {
+	if !h.holds(pid) {
 		return nil
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && err != unix.ESRCH {
 		return fmt.Errorf("killing pid %d of container %s: %w", pid, shortID(h.id), err)
+	}
+	return nil
+}
+
+// holds reports whether process pid is in the container's cgroup: by its
+// v2 cgroup (kept by a zombie leader), or by any of its threads' v1 one
+// (v1 shows a zombie leader in the root cgroup).
+func (h *hostCgroup) holds(pid int) bool {
+	if h.v2 != nil {
+		in, err := h.v2.Contains(pid)
+		return err == nil && in
+	}
+	for _, cgs := range threadCgroups(pid) {
+		if p := cgs[h.v1Ctrl]; p == h.v1Path || strings.HasPrefix(p, h.v1Path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// signal sends sig to the thread group pid, through a pidfd opened before
+// checking that it is in the container's cgroup.
+func (h *hostCgroup) signal(pid int, sig unix.Signal) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return fmt.Errorf("signalling pid %d of container %s: pidfd_open: %w", pid, shortID(h.id), err)
+	}
+	defer unix.Close(fd)
+	if !h.holds(pid) {
+		return fmt.Errorf("signalling pid %d of container %s: it is no longer the container's", pid, shortID(h.id))
+	}
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil {
+		return fmt.Errorf("signalling pid %d of container %s: %w", pid, shortID(h.id), err)
 	}
 	return nil
 }
