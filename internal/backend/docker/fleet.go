@@ -132,16 +132,6 @@ func (g guard) start(ctx context.Context, ref string) error {
 	return err
 }
 
-func (g guard) restart(ctx context.Context, ref string, grace time.Duration) error {
-	id, err := g.id(ctx, ref)
-	if err != nil {
-		return err
-	}
-	secs := int(math.Ceil(grace.Seconds()))
-	_, err = g.cli.ContainerRestart(ctx, id, client.ContainerRestartOptions{Signal: "SIGTERM", Timeout: &secs})
-	return err
-}
-
 func (g guard) pause(ctx context.Context, ref string) error {
 	id, err := g.id(ctx, ref)
 	if err != nil {
