@@ -113,12 +113,13 @@ checks:
 		case "operation.started":
 			started = e.T
 		case "operation.finished":
-			// The engine spent over 10 s on each kill it could not do
-			// (2 s, then 10 s of its own wait); the host kill takes well
-			// under a second, and a restart is that plus docker start.
+			// The engine spends at least 12 s on each kill it cannot do
+			// (2 s, then 10 s of its own wait); the host kill takes under
+			// a second, and a restart is that plus docker start (1-3 s
+			// here, more on a loaded machine).
 			ops++
 			t.Logf("%s took %.3fs", e.String("operation"), e.T-started)
-			if e.T-started > 8 {
+			if e.T-started > 10 {
 				t.Errorf("operation %s took %.1fs: the kill waited for the engine", e.String("operation"), e.T-started)
 			}
 		}

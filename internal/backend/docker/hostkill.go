@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,13 +150,7 @@ func findHostCgroup(id string, pid int) *hostCgroup {
 	}
 	// Any one v1 hierarchy lists every process of the container; the ones
 	// the engine always places it in come first.
-	ctrls := slices.Sorted(func(yield func(string) bool) {
-		for c := range h.V1 {
-			if !yield(c) {
-				return
-			}
-		}
-	})
+	ctrls := slices.Sorted(maps.Keys(h.V1))
 	slices.SortStableFunc(ctrls, func(a, b string) int { return rank(a) - rank(b) })
 	// v1 shows a zombie leader in the root cgroup: its live threads say
 	// where the process is.
