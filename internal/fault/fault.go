@@ -59,15 +59,15 @@ type Op struct {
 	// network fault (not a partition: see Partition).
 	Net     *netfault.Manager
 	Network *netfault.Spec
-	// Resource is the parameters of a resource fault, and Journal the
-	// run's journal of them (resource.go).
-	Resource *experiment.Resource
-	Journal  *ResourceJournal
 	// Aims aim a crash loop's recovering and ready kills (by phase) at
 	// what the target reports; a phase without one keeps the default:
 	// the recovering kill comes once it has started, the ready kill once
 	// it is healthy.
 	Aims map[string]Aim
+	// Resource is the parameters of a resource fault, and Journal the
+	// run's journal of them (resource.go).
+	Resource *experiment.Resource
+	Journal  *ResourceJournal
 }
 
 // Aim waits until the target reports a phase, counting only what it
@@ -125,12 +125,12 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		if err := h.Down(down, backend.Down{Grace: grace, Reason: "Restarting"}); err != nil {
 			return err
 		}
-		return back(context.WithoutCancel(ctx), env, op, h)
+		return back(down, env, op, h)
 	case experiment.FaultRestartInPlace:
 		if err := h.Down(down, backend.Down{Reason: "Restarting", InPlace: true}); err != nil {
 			return err
 		}
-		return back(context.WithoutCancel(ctx), env, op, h)
+		return back(down, env, op, h)
 	case experiment.FaultOutage:
 		if err := h.Down(down, backend.Down{Reason: "Outage", Hold: true}); err != nil {
 			return err
