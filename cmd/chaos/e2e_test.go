@@ -338,7 +338,11 @@ func TestExamplesValidate(t *testing.T) {
 			args := []string{"validate"}
 			if !slices.Contains(adapters, f) {
 				ref := defaultAdapter(t, f)
-				if _, err := os.Stat(filepath.Join(dir, "adapters", ref+".yaml")); err != nil && ref != "local" {
+				_, byID := os.Stat(filepath.Join(dir, "adapters", ref+".yaml"))
+				// A default-adapter may also be a path from the experiment's
+				// directory (adapters/local-sandbox-gateway.yaml).
+				_, byPath := os.Stat(filepath.Join(filepath.Dir(f), ref))
+				if byID != nil && (!strings.HasSuffix(ref, ".yaml") || byPath != nil) && ref != "local" {
 					args = append(args, "--adapter", "local")
 				}
 			}

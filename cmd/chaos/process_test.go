@@ -514,7 +514,16 @@ func TestTargetOutageReplacesProcess(t *testing.T) {
 	if st, err := procState(newPid); err != nil || st == 'Z' || st == 'X' {
 		t.Errorf("the restarted daemon %d is not alive (state %c, %v)", newPid, st, err)
 	}
-	if cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", newPid)); !bytes.HasPrefix(cmd, []byte("sleep\x00300")) {
+	// The daemon's shell writes its pid file just before it execs sleep:
+	// on a loaded machine the exec may come a moment after the restart.
+	var cmd []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		cmd, _ = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", newPid))
+		if bytes.HasPrefix(cmd, []byte("sleep\x00300")) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !bytes.HasPrefix(cmd, []byte("sleep\x00300")) {
 		t.Errorf("pid %d runs %q, want the daemon's sleep 300", newPid, cmd)
 	}
 	if code := r.wait(30 * time.Second); code != 0 {

@@ -468,8 +468,10 @@ func TestKillRestartFreeze(t *testing.T) {
 	if err := apply(t, experiment.FaultRestart, in, 0, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(gstart); d > 4*time.Second {
-		t.Errorf("a graceful restart of a script that handles SIGTERM took %v", d)
+	// Within the grace (5s): a restart that waited the grace out and killed
+	// would take longer; how much less it takes depends on the machine.
+	if d := time.Since(gstart); d >= 5*time.Second {
+		t.Errorf("a graceful restart of a script that handles SIGTERM took %v, its whole grace", d)
 	}
 	if in.st.count("Pending/Restarting") != 2 || in.st.count("Pending/Outage") != 1 || in.st.count("Running/Restarted") != 3 {
 		t.Errorf("states %v", in.st.list())
