@@ -146,7 +146,9 @@ func TestCPUStressInAContainer(t *testing.T) {
 // says OOMKilled, and the fault recorded the kill.
 func TestMemoryLimitOnAContainer(t *testing.T) {
 	h := newHarness(t, nil)
-	in := h.create("hog-0", "sleep 2; head -c 268435456 /dev/zero | tail > /dev/null; sleep 30")
+	// It allocates again and again, so the limit meets an allocation
+	// however late it lands on a loaded machine.
+	in := h.create("hog-0", "sleep 2; while :; do head -c 268435456 /dev/zero | tail > /dev/null; sleep 0.2; done")
 	in.st.waitFor(t, "Running")
 	env := applyRes(t, in.Instance, experiment.FaultMemoryLimit, &experiment.Resource{Memory: "32MiB"})
 	deadline := time.Now().Add(30 * time.Second)
