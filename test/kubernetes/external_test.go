@@ -172,7 +172,7 @@ func TestSeedsGatewayScenario(t *testing.T) {
 	runs := t.TempDir()
 
 	pre := chaos(t, runs, "preflight", "--adapter", adapterFile, x)
-	if pre.code != 0 || !strings.Contains(pre.stdout, "would act on 1 pod(s)") || !strings.Contains(pre.stdout, "consent: namespace "+gw) {
+	if pre.code != 0 || !strings.Contains(pre.stdout+pre.stderr, "would act on 1 pod(s)") || !strings.Contains(pre.stdout+pre.stderr, "consent: namespace "+gw) {
 		t.Fatalf("preflight: exit %d\n%s\n%s", pre.code, pre.stdout, pre.stderr)
 	}
 
@@ -236,10 +236,11 @@ flow:
 	if pre.code == 0 || !strings.Contains(pre.stdout, "would act on 0 pod(s)") || !strings.Contains(pre.stdout, "never on 1 without "+kbackend.ConsentKey) {
 		t.Fatalf("preflight: exit %d\n%s\n%s", pre.code, pre.stdout, pre.stderr)
 	}
-	// chaos run stops at the same preflight (exit 5, not ready).
+	// chaos run stops at the same preflight: ERROR, exit 2 (a run whose
+	// preflight failed; chaos preflight says 5), nothing touched.
 	r := chaos(t, runs, "run", "--plain", "--adapter", adapterFile, x)
-	if r.code != 5 || !strings.Contains(r.stdout+r.stderr, kbackend.ConsentKey) {
-		t.Fatalf("run: exit %d (want 5, not ready)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 20))
+	if r.code != 2 || !strings.Contains(r.stdout+r.stderr, kbackend.ConsentKey) {
+		t.Fatalf("run: exit %d (want 2, ERROR at preflight)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 20))
 	}
 	if after := gatewayPods(t, cs, plain); !sameKeys(after, before) {
 		t.Fatalf("a gateway pod without consent was touched: %v, was %v", after, before)

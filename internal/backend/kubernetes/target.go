@@ -611,6 +611,11 @@ func (b *Backend) scale(ctx context.Context, sc scope, ref controllerRef, replic
 		if err := b.journalScale(ctx, ref, was); err != nil {
 			return 0, fmt.Errorf("writing the replicas of %s to give back on it: %w", ref.key(), err)
 		}
+		// The journal changed the object: its scale is read again, or
+		// the update below is refused as a conflict.
+		if sc2, err = a.getScale(); err != nil {
+			return 0, err
+		}
 	}
 	sc2.Spec.Replicas = replicas
 	if err := a.updateScale(sc2); err != nil {
