@@ -547,6 +547,19 @@ on_up_failed() {
 }
 
 # ------------------------------------------------------------------ down ---
+# thaw_pods thaws every frozen cgroup of the node's pods, in whichever
+# hierarchy holds them (cgroup v2's cgroup.freeze, v1's freezer.state).
+thaw_pods() {
+  local f
+  while IFS= read -r f; do
+    [ "$(cat "$f" 2>/dev/null)" = 1 ] && echo 0 >"$f" 2>/dev/null && log "down: thawed ${f%/cgroup.freeze}"
+  done < <(find /sys/fs/cgroup -path '*kubepods*' -name cgroup.freeze 2>/dev/null)
+  while IFS= read -r f; do
+    [ "$(cat "$f" 2>/dev/null)" = FROZEN ] && echo THAWED >"$f" 2>/dev/null && log "down: thawed ${f%/freezer.state}"
+  done < <(find /sys/fs/cgroup -path '*kubepods*' -name freezer.state 2>/dev/null)
+  return 0
+}
+
 cmd_down() {
   mkdir -p "$(dirname "$HOST_LOCK")"
   exec 9>"$HOST_LOCK"
@@ -560,6 +573,9 @@ do_down() {
   set +e
   find_bin
   if [ ! -f "$S/run/dirty" ] && ! any_running; then log "down: nothing runs from $S"; return 0; fi
+  # 0. a pod a killed test or harness left frozen is thawed first: its
+  #    tasks can neither stop nor be killed frozen, and ctr waits on them
+  thaw_pods
   # 1. pods first, through the API, so kubelet and CNI tear down sandboxes,
   #    netns, veths, mounts and shims the proper way
   if pid_of kube-apiserver >/dev/null && pid_of kubelet >/dev/null && [ -x "$BIN/kubectl" ]; then
