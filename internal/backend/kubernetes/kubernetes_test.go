@@ -96,7 +96,7 @@ func TestConformance(t *testing.T) {
 				}
 			})
 		},
-		NewHandle:   deploymentHandle,
+		NewHandle: deploymentHandle,
 		// A pod freezes through its cgroup on the harness's node (the test
 		// cluster's only node).
 		Unsupported: []string{experiment.FaultOutage},
