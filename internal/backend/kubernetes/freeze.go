@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -17,57 +18,77 @@ import (
 )
 
 // Freeze of a pod. Kubernetes has no pause, but every node has the pod's
-// cgroup: the harness freezes the pod's whole cgroup v2 subtree
-// (cgroup.freeze, the local backend's primitive, package cgroup), which
-// stops every process of every container at once, and thaws it. That needs
-// the pod's cgroup on this machine: a pod on another node is an error
-// (a node agent would do it there; this build has none). Before it freezes
-// a pod it did not create, the harness writes on the pod who froze it
-// (AnnotationFrozenBy and the harness's annotations), so the run's end and
-// chaos cleanup after a SIGKILL thaw it.
+// cgroups: the harness freezes the cgroup v2 group of each of the pod's
+// containers (cgroup.freeze, the local backend's primitive, package
+// cgroup), which stops every process of them, and thaws them. The harness's
+// own collector container is left running: the run's output is read and
+// its processes signalled through it, and an exec into a frozen container
+// would wait for the thaw. That needs the pod's cgroups on this machine: a
+// pod on another node is an error (a node agent would do it there; this
+// build has none). Before it freezes a pod it did not create, the harness
+// writes on the pod who froze it (AnnotationFrozenBy and the harness's
+// annotations), so the run's end and chaos cleanup after a SIGKILL thaw it.
 
 // AnnotationFrozenBy is the run that froze an external pod.
 const AnnotationFrozenBy = "chaos-harness.io/frozen-by"
 
-// podGroup is the cgroup v2 group of p's containers on this machine: the
-// group above one container's, which kubelet makes per pod (its name holds
-// the pod's UID, with either cgroup driver).
-func podGroup(p *corev1.Pod) (*cgroup.Group, error) {
-	var ids []string
+// containerGroups are the cgroup v2 groups on this machine of p's running
+// containers but skip, and the group above them, which kubelet makes per
+// pod (its name holds the pod's UID, with either cgroup driver).
+func containerGroups(p *corev1.Pod, skip string) (ctrs []*cgroup.Group, pod *cgroup.Group, err error) {
+	mnt, root, err := cgroup.FindMount()
+	if err != nil {
+		return nil, nil, err
+	}
+	uid := string(p.UID)
+	running := 0
 	for _, st := range p.Status.ContainerStatuses {
 		if st.State.Running == nil || st.ContainerID == "" {
 			continue
 		}
-		if _, id, _ := strings.Cut(st.ContainerID, "://"); len(id) >= 12 {
-			ids = append(ids, id)
+		_, id, _ := strings.Cut(st.ContainerID, "://")
+		if len(id) < 12 {
+			continue
+		}
+		running++
+		if st.Name == skip {
+			continue
+		}
+		pid := hostPidOf([]string{id})
+		if pid == 0 {
+			return nil, nil, fmt.Errorf("pod %s runs on node %s: its container %s is no process of this machine, and a freeze needs the pod's cgroups (a node agent would reach them there; this build has none)", p.Name, p.Spec.NodeName, st.Name)
+		}
+		cgs, err := cgroup.ProcCgroups(pid)
+		if err != nil {
+			return nil, nil, err
+		}
+		rel, ok := cgs[""]
+		if !ok {
+			return nil, nil, fmt.Errorf("pod %s: its process %d is in no cgroup v2 group (this machine has no unified hierarchy), so it cannot be frozen", p.Name, pid)
+		}
+		dir := filepath.Join(mnt, strings.TrimPrefix(rel, root))
+		above := filepath.Dir(dir)
+		if !strings.Contains(filepath.Base(above), uid) && !strings.Contains(filepath.Base(above), strings.ReplaceAll(uid, "-", "_")) {
+			return nil, nil, fmt.Errorf("pod %s: the group above its container %s's, %s, is not the pod's (its name lacks the pod's UID %s)", p.Name, st.Name, above, uid)
+		}
+		g, err := cgroup.Open(dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		ctrs = append(ctrs, g)
+		if pod == nil {
+			if pod, err = cgroup.Open(above); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
-	if len(ids) == 0 {
-		return nil, fmt.Errorf("pod %s has no running container to freeze", p.Name)
+	if running == 0 {
+		return nil, nil, fmt.Errorf("pod %s has no running container to freeze", p.Name)
 	}
-	pid := hostPidOf(ids)
-	if pid == 0 {
-		return nil, fmt.Errorf("pod %s runs on node %s: none of its containers is a process of this machine, and a freeze needs the pod's cgroup (a node agent would reach it there; this build has none)", p.Name, p.Spec.NodeName)
+	if len(ctrs) == 0 {
+		return nil, nil, fmt.Errorf("pod %s runs only the harness's collector: nothing to freeze", p.Name)
 	}
-	cgs, err := cgroup.ProcCgroups(pid)
-	if err != nil {
-		return nil, err
-	}
-	rel, ok := cgs[""]
-	if !ok {
-		return nil, fmt.Errorf("pod %s: its process %d is in no cgroup v2 group (this machine has no unified hierarchy), so it cannot be frozen", p.Name, pid)
-	}
-	mnt, root, err := cgroup.FindMount()
-	if err != nil {
-		return nil, err
-	}
-	rel = strings.TrimPrefix(rel, root)
-	dir := filepath.Dir(filepath.Join(mnt, rel))
-	uid := string(p.UID)
-	if !strings.Contains(filepath.Base(dir), uid) && !strings.Contains(filepath.Base(dir), strings.ReplaceAll(uid, "-", "_")) {
-		return nil, fmt.Errorf("pod %s: the group above its container's, %s, is not the pod's (its name lacks the pod's UID %s)", p.Name, dir, uid)
-	}
-	return cgroup.Open(dir)
+	return ctrs, pod, nil
 }
 
 // freezePod freezes a pod of scope sc, journaled on it first when the run
@@ -77,7 +98,7 @@ func (b *Backend) freezePod(ctx context.Context, sc scope, name string) error {
 	if err != nil {
 		return err
 	}
-	g, err := podGroup(p)
+	groups, _, err := containerGroups(p, collectorContainer)
 	if err != nil {
 		return err
 	}
@@ -94,7 +115,16 @@ func (b *Backend) freezePod(ctx context.Context, sc scope, name string) error {
 	}
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return g.Freeze(fctx)
+	for i, g := range groups {
+		if err := g.Freeze(fctx); err != nil {
+			// Half a pod frozen is no state to leave it in.
+			for _, done := range groups[:i] {
+				_ = done.Thaw(context.WithoutCancel(fctx))
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // thawPod thaws it, and removes the journal.
@@ -112,14 +142,21 @@ func (b *Backend) thawPod(ctx context.Context, sc scope, name string) error {
 	return nil
 }
 
+// thaw thaws every container of p, and the pod's group too (a freeze of
+// the whole pod, as an earlier build made, holds its containers frozen
+// whatever their own state).
 func thaw(ctx context.Context, p *corev1.Pod) error {
-	g, err := podGroup(p)
+	groups, pod, err := containerGroups(p, "")
 	if err != nil {
 		return err
 	}
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return g.Thaw(tctx)
+	var errs []error
+	for _, g := range append([]*cgroup.Group{pod}, groups...) {
+		errs = append(errs, g.Thaw(tctx))
+	}
+	return errors.Join(errs...)
 }
 
 func unfreezeJournal(ctx context.Context, cs kubeapi.Interface, p *corev1.Pod) error {
