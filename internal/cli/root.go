@@ -213,8 +213,11 @@ on one backend.
 			}
 		},
 	}
-	// chaos --version prints what chaos version prints.
+	// chaos --version prints what chaos version prints. It has no -v:
+	// that is --verbose wherever a command has it (cobra would give the
+	// root's version flag the shorthand).
 	root.Version = buildinfo.String()
+	root.Flags().Bool("version", false, "print the version of chaos")
 	root.SetVersionTemplate(versionLine() + "\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withHint(invalidf("%v", err), c.CommandPath()+" --help lists its flags")

@@ -83,6 +83,9 @@ that does not parse or bind, a bad flag, no such file or id).`,
 				if !escapes {
 					cfg.Progress.SetStyle(progress.StylePlain)
 				}
+				if vb.verbose {
+					cfg.Progress.ShowEvents()
+				}
 			}
 			ctx, stop := s.signalContext()
 			defer stop()
@@ -162,6 +165,7 @@ that does not parse or bind, a bad flag, no such file or id).`,
 	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
 	addOutputFlag(cmd, &output)
 	addVerbosityFlags(cmd, &vb, "print only the verdict and the run directory: no harness log, no check lines")
+	cmd.Flags().Lookup("verbose").Usage = "on a terminal, print every event as the harness log's line, not a line per step; and the detail of every check, passed ones too, whole"
 	return withCampaign(s, cmd)
 }
 

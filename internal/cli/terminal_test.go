@@ -73,10 +73,14 @@ func TestRunOnATerminal(t *testing.T) {
 	for _, c := range []struct {
 		name, term, noColor string
 		escapes, status     bool
+		// events: each event a log line (-v on a terminal, or no
+		// terminal that can redraw), else a line per step.
+		verbose, events bool
 	}{
-		{"terminal", "xterm", "", true, true},
-		{"NO_COLOR", "xterm", "1", false, true},
-		{"TERM=dumb", "dumb", "", false, false},
+		{"terminal", "xterm", "", true, true, false, false},
+		{"terminal -v", "xterm", "", true, true, true, true},
+		{"NO_COLOR", "xterm", "1", false, true, false, false},
+		{"TERM=dumb", "dumb", "", false, false, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("TERM", c.term)
@@ -87,7 +91,11 @@ func TestRunOnATerminal(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); io.Copy(&got, ptm) }()
 			dir, _ := os.Getwd()
-			code := Main(State{Args: []string{"run", "--adapter", "local", "--runs-dir", t.TempDir(), f}, Stdout: tty, Stderr: tty, Env: os.Environ(), Dir: dir})
+			args := []string{"run", "--adapter", "local", "--runs-dir", t.TempDir(), f}
+			if c.verbose {
+				args = append(args[:1], append([]string{"-v"}, args[1:]...)...)
+			}
+			code := Main(State{Args: args, Stdout: tty, Stderr: tty, Env: os.Environ(), Dir: dir})
 			tty.Close() // the reader sees the end once everything is read
 			wg.Wait()
 			out := got.String()
@@ -109,6 +117,11 @@ func TestRunOnATerminal(t *testing.T) {
 			}
 			if !strings.Contains(out, "PASS") {
 				t.Errorf("no verdict\n%q", out)
+			}
+			events := strings.Contains(out, ` instance.state {"workload": "hello"`)
+			steps := strings.Contains(out, "s ▶ hello") && strings.Contains(out, "s   hello-0 running")
+			if events != c.events || steps == c.events {
+				t.Errorf("event lines %v, step lines %v; want events %v\n%q", events, steps, c.events, out)
 			}
 		})
 	}

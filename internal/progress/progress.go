@@ -1,7 +1,9 @@
-// Package progress shows a run as it happens: on a terminal, the event lines
-// scroll while a status line at the bottom says where the flow is, how the
-// instances are, which faults are active and how much of the timeout is
-// used; elsewhere (a CI log, a pipe) it prints the event lines only.
+// Package progress shows a run as it happens on a terminal: a line per step
+// (a workload started, an instance's state, a fault applied and reverted;
+// every event with chaos run -v) scrolls while a status line at the bottom
+// says where the flow is, how the instances are, which faults are active
+// and how much of the timeout is used. Elsewhere (a CI log, a pipe) the
+// run command prints the event lines, without this package.
 package progress
 
 import (
@@ -46,6 +48,9 @@ type Display struct {
 	stopped  chan struct{}
 	now      func() time.Time
 	lastLine string
+	// events prints every event as a log line; otherwise a terminal gets
+	// the steps (Step) only.
+	events bool
 }
 
 // New returns a display writing to w. tty says whether w is a terminal of
@@ -62,6 +67,14 @@ func (d *Display) SetStyle(s Style) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.style = s
+}
+
+// ShowEvents makes the display print every event as the harness log's
+// line (chaos run -v), not the steps alone; call it before Start.
+func (d *Display) ShowEvents() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.events = true
 }
 
 // Start begins redrawing the status line (on a terminal) every interval.
@@ -100,14 +113,33 @@ func (d *Display) Stop() {
 	d.clear()
 }
 
-// Event prints one event line and updates the status.
+// Event prints the event's line (its step, or with ShowEvents the log line)
+// and updates the status.
 func (d *Display) Event(e rundir.Event) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.apply(e)
-	d.clear()
-	fmt.Fprintf(d.w, "%s %s %s\n", rundir.LogTime(e.TS.Local()), e.Name, e.FieldsJSON())
+	if d.events {
+		d.clear()
+		fmt.Fprintf(d.w, "%s %s %s\n", rundir.LogTime(e.TS.Local()), e.Name, e.FieldsJSON())
+	} else if step, ok := Step(e); ok {
+		d.clear()
+		fmt.Fprintf(d.w, "%7s %s\n", clock(e.TS.Sub(d.start)), step)
+	} else {
+		return
+	}
 	d.redraw()
+}
+
+// clock is a step's time since the run's start: 0.4s, 12.0s, 3m05s.
+func clock(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	if d < time.Minute {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 }
 
 // Printf prints a free line above the status.
