@@ -23,15 +23,10 @@ const cleanupParallel = 64
 // once rather than after the settle time), and is not waited at all when
 // flowRan is false: a run whose flow was skipped disturbed nothing.
 func (e *engine) cleanup(ctx, interrupt context.Context, flowRan bool) {
-	e.mu.Lock()
-	reverts := append([]*revert(nil), e.reverts...)
-	e.mu.Unlock()
+	reverts := e.book.allReverts()
 	for i := len(reverts) - 1; i >= 0; i-- {
 		r := reverts[i]
-		e.mu.Lock()
-		done := r.done
-		e.mu.Unlock()
-		if done {
+		if e.book.taken(r) {
 			continue
 		}
 		if err := e.runRevert(ctx, r); err != nil {
@@ -50,9 +45,9 @@ func (e *engine) cleanup(ctx, interrupt context.Context, flowRan bool) {
 		var wg sync.WaitGroup
 		slots := make(chan struct{}, cleanupParallel)
 		for _, h := range e.reg.all(e.x) {
-			e.reg.mu.Lock()
-			inst, ended, deleted := h.inst, h.state.Terminal(), h.deleted
-			e.reg.mu.Unlock()
+			var inst backend.Instance
+			var ended, deleted bool
+			e.reg.view(func() { inst, ended, deleted = h.inst, h.state.Terminal(), h.deleted })
 			if inst == nil || deleted {
 				continue
 			}

@@ -125,11 +125,8 @@ type engine struct {
 	targets map[string]backend.Target
 	reg     *registry
 
-	mu       sync.Mutex
-	errs     []string
-	opRuns   map[string]int
-	reverts  []*revert
-	aborted  string
+	// book is what the flow's goroutines write as they go (book.go).
+	book     runBook
 	baseEnv  []string
 	hub      *observe.Hub
 	watchers []*observe.Watcher
@@ -150,15 +147,6 @@ type engine struct {
 type openedBackend struct {
 	name string
 	b    backend.Backend
-}
-
-// revert undoes an operation that is still active.
-type revert struct {
-	op   string
-	uses string
-	run  int
-	fn   func(ctx context.Context) error
-	done bool
 }
 
 // Run runs the experiment. ctx's cancellation (Ctrl-C) aborts the run: the
@@ -246,7 +234,7 @@ func newEngine(cfg Config, dir *rundir.Dir, runID string, start time.Time) (*eng
 		}
 	}
 	e := &engine{cfg: cfg, x: cfg.Experiment, a: cfg.Adapter, dir: dir, rec: rec, runID: runID,
-		targets: map[string]backend.Target{}, opRuns: map[string]int{}}
+		targets: map[string]backend.Target{}, book: runBook{opRuns: map[string]int{}}}
 	if cfg.Seed != nil {
 		e.seed = *cfg.Seed
 	} else {
@@ -265,9 +253,7 @@ func (e *engine) logTo(w io.Writer) {
 // errorf records a harness error: the verdict becomes ERROR.
 func (e *engine) errorf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	e.mu.Lock()
-	e.errs = append(e.errs, msg)
-	e.mu.Unlock()
+	e.book.addError(msg)
 	e.rec.Record("run.error", rundir.F("error", msg))
 }
 
@@ -368,11 +354,7 @@ func (e *engine) run(ctx context.Context) (*rundir.Verdict, error) {
 	flowCtx, cancelFlow := context.WithCancelCause(context.Background())
 	defer cancelFlow(nil)
 	stopWatch := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		if e.aborted == "" {
-			e.aborted = abortReason(ctx)
-		}
-		e.mu.Unlock()
+		e.book.abort(abortReason(ctx))
 		cancelFlow(nil)
 	})
 	defer stopWatch()
@@ -474,9 +456,7 @@ var errHarnessStop = errors.New("the harness stopped the flow")
 // addErrors adds to v the harness errors recorded in memory that it lacks
 // (the timeline could not hold them), and makes it ERROR if it has any.
 func (e *engine) addErrors(v *rundir.Verdict) {
-	e.mu.Lock()
-	errs := append([]string(nil), e.errs...)
-	e.mu.Unlock()
+	errs := e.book.errors()
 	for _, m := range errs {
 		if !slices.Contains(v.Errors, m) && !slices.Contains(v.Errors, e.redact.String(m)) {
 			v.Errors = append(v.Errors, m)
@@ -800,17 +780,11 @@ func (e *engine) setupEnv() {
 // abortNow is abortedBy, also taking a signal (ctx's end) that has come
 // but whose AfterFunc has not run yet.
 func (e *engine) abortNow(ctx context.Context) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.aborted == "" && ctx.Err() != nil {
-		e.aborted = abortReason(ctx)
+	if ctx.Err() != nil {
+		return e.book.abort(abortReason(ctx))
 	}
-	return e.aborted
+	return e.book.abortedBy()
 }
 
 // abortedBy says what aborted the run, "" while it was not.
-func (e *engine) abortedBy() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.aborted
-}
+func (e *engine) abortedBy() string { return e.book.abortedBy() }

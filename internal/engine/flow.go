@@ -105,14 +105,7 @@ func (e *engine) nodeBody(ctx context.Context, f *experiment.FlowNode) error {
 // cannot be asked to stop is a harness error: the flow cannot do what the
 // experiment says.
 func (e *engine) stopWorkload(ctx context.Context, workload string) error {
-	var live []*instanceHandle
-	e.reg.mu.Lock()
-	for _, h := range e.reg.workload(workload) {
-		if h.inst != nil && !h.state.Terminal() {
-			live = append(live, h)
-		}
-	}
-	e.reg.mu.Unlock()
+	live := e.reg.live(workload)
 	var errs []error
 	for _, h := range live {
 		sr, ok := h.inst.(backend.StopRequester)
@@ -388,9 +381,9 @@ func (e *engine) finishInstance(ctx context.Context, h *instanceHandle) error {
 	// tried again by cleanup, a collect is not repeated.
 	h.finishing.Lock()
 	defer h.finishing.Unlock()
-	e.reg.mu.Lock()
-	inst, collected, deleted := h.inst, h.collected, h.deleted
-	e.reg.mu.Unlock()
+	var inst backend.Instance
+	var collected, deleted bool
+	e.reg.view(func() { inst, collected, deleted = h.inst, h.collected, h.deleted })
 	if inst == nil {
 		return nil
 	}

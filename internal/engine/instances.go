@@ -35,6 +35,9 @@ type instanceHandle struct {
 // registry tracks every instance's state and wakes waiters the moment a
 // state changes: waits are event-driven, never sampled.
 type registry struct {
+	// mu guards instances, changed and every handle's state fields (see
+	// instanceHandle); outside this file they are read through view, live
+	// and check, and written through update.
 	mu        sync.Mutex
 	instances map[string][]*instanceHandle // by workload
 	changed   chan struct{}
@@ -72,6 +75,28 @@ func (r *registry) check(cond func() (bool, error)) (bool, <-chan struct{}, erro
 }
 
 func (r *registry) workload(name string) []*instanceHandle { return r.instances[name] }
+
+// view runs fn under the lock, to read handles' state fields together; it
+// wakes nobody.
+func (r *registry) view(fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn()
+}
+
+// live returns the workload's instances that were created and have not
+// ended.
+func (r *registry) live(workload string) []*instanceHandle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*instanceHandle
+	for _, h := range r.instances[workload] {
+		if h.inst != nil && !h.state.Terminal() {
+			out = append(out, h)
+		}
+	}
+	return out
+}
 
 // all returns every instance handle in workload order.
 func (r *registry) all(x *experiment.Experiment) []*instanceHandle {

@@ -152,13 +152,11 @@ func (e *engine) resolveMember(ctx context.Context, name string) ([]victim, erro
 	case binding.MemberWorkload, binding.MemberInstance:
 		e.handlesStored(ctx, workload)
 		var out []victim
-		e.reg.mu.Lock()
-		for _, ih := range e.reg.workload(workload) {
-			if ih.inst != nil && !ih.state.Terminal() && (kind == binding.MemberWorkload || ih.name == name) {
+		for _, ih := range e.reg.live(workload) {
+			if kind == binding.MemberWorkload || ih.name == name {
 				out = append(out, victim{name: ih.name, id: ih.inst.ID(), h: ih.inst, inst: ih})
 			}
 		}
-		e.reg.mu.Unlock()
 		if len(out) == 0 {
 			return nil, fmt.Errorf("%s has no live instance to cut off", name)
 		}

@@ -36,10 +36,7 @@ type victim struct {
 // for its duration and revert. The operation is recorded before it acts, so
 // the timeline shows what was under way even if the harness dies.
 func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) error {
-	e.mu.Lock()
-	e.opRuns[o.Name]++
-	run := e.opRuns[o.Name]
-	e.mu.Unlock()
+	run := e.book.nextRun(o.Name)
 	o = e.opApplied(o, run) // readiness.go: since, duration-max
 	rng := e.rng(o.Name, run)
 
@@ -184,14 +181,7 @@ func (e *engine) candidates(ctx context.Context, o *experiment.Operation) ([]vic
 		return out, "target", nil
 	}
 	e.handlesStored(ctx, t.Workload)
-	var live []*instanceHandle
-	e.reg.mu.Lock()
-	for _, h := range e.reg.workload(t.Workload) {
-		if h.inst != nil && !h.state.Terminal() {
-			live = append(live, h)
-		}
-	}
-	e.reg.mu.Unlock()
+	live := e.reg.live(t.Workload)
 	if t.Role != "" {
 		var out []victim
 		for _, ih := range live {
@@ -277,10 +267,8 @@ func victimNames(c []victim) string {
 
 // pushRevert registers an undo for the end of the flow.
 func (e *engine) pushRevert(o *experiment.Operation, run int, fn func(ctx context.Context) error) *revert {
-	e.mu.Lock()
 	r := &revert{op: o.Name, uses: o.Uses, fn: fn, run: run}
-	e.reverts = append(e.reverts, r)
-	e.mu.Unlock()
+	e.book.addRevert(r)
 	return r
 }
 
@@ -300,13 +288,9 @@ func (e *engine) holdRegistered(ctx context.Context, o *experiment.Operation, r 
 
 // runRevert runs r unless it already ran.
 func (e *engine) runRevert(ctx context.Context, r *revert) error {
-	e.mu.Lock()
-	if r.done {
-		e.mu.Unlock()
+	if !e.book.take(r) {
 		return nil
 	}
-	r.done = true
-	e.mu.Unlock()
 	return r.fn(ctx)
 }
 

@@ -194,9 +194,8 @@ func (e *engine) skipCandidates(ctx context.Context, o *experiment.Operation, ru
 	for _, v := range vs {
 		reason := ""
 		if v.inst != nil && len(s.States) > 0 {
-			e.reg.mu.Lock()
-			st := v.inst.state
-			e.reg.mu.Unlock()
+			var st backend.State
+			e.reg.view(func() { st = v.inst.state })
 			if slices.Contains(s.States, string(st)) {
 				reason = "state " + string(st)
 			}
@@ -365,24 +364,24 @@ func (e *engine) watchReady(w *experiment.Workload, h *instanceHandle, inst back
 		var read map[string]int64 // what this start's scan has read, per file
 		var carry map[string]string
 		for {
-			e.reg.mu.Lock()
-			g, ready, mark := h.readyGen, h.ready, h.readyMark
-			e.reg.mu.Unlock()
+			var g int
+			var ready bool
+			var mark readyMark
+			e.reg.view(func() { g, ready, mark = h.readyGen, h.ready, h.readyMark })
 			if g != gen {
 				gen, read, carry = g, map[string]int64{}, map[string]string{}
 			}
 			if !ready {
 				if what, ok := e.lookReady(w, h, re, mark, read, carry); ok {
 					at := time.Now()
-					fresh := false
+					// Recorded before the waiters wake, so that the
+					// timeline has it before what they do next.
 					e.reg.update(func() {
 						if h.readyGen == gen && !h.ready {
-							h.ready, h.readyAt, fresh = true, at, true
+							h.ready, h.readyAt = true, at
+							e.rec.Record("instance.ready", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("on", what))
 						}
 					})
-					if fresh {
-						e.rec.Record("instance.ready", rundir.F("workload", w.Name), rundir.F("instance", h.name), rundir.F("on", what))
-					}
 				}
 			}
 			select {
