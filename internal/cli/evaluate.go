@@ -23,12 +23,19 @@ func init() {
 	extraCommands = append(extraCommands, newEvaluateCmd)
 }
 
+// evaluateCmd is chaos evaluate: its flags, and the steps of one
+// evaluation in methods (load the manifests, decide, print).
+type evaluateCmd struct {
+	s                                     *streams
+	experimentFile, adapterRef, junitFile string
+	trust                                 bool
+	maxCheckTime                          time.Duration
+	output                                outputFlag
+	vb                                    verbosity
+}
+
 func newEvaluateCmd(s *streams) *cobra.Command {
-	var experimentFile, adapterRef, junitFile string
-	var trust bool
-	maxCheckTime := defaultMaxCheckTime
-	var output outputFlag
-	var vb verbosity
+	c := &evaluateCmd{s: s, maxCheckTime: defaultMaxCheckTime}
 	cmd := &cobra.Command{
 		Use:   "evaluate RUN",
 		Short: "Decide a run's verdict again from its run directory, offline",
@@ -61,22 +68,22 @@ not be written); 3 INCONCLUSIVE; 4 RUN is not a run directory, or
   chaos evaluate --experiment experiments/hello-world.yaml runs/hello-world/20261029T112646Z-2f79
   chaos evaluate -o json runs/hello-world/20261029T112646Z-2f79 | jq '.checks[] | select(.result != "ok")'`,
 		Args: exactArgs(1, "a run directory (RUN)"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := vb.check(); err != nil {
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := c.vb.check(); err != nil {
 				return err
 			}
 			ctx, stop := s.signalContext()
 			defer stop()
-			return runEvaluate(ctx, s, args[0], experimentFile, adapterRef, junitFile, trust, output.json(), vb, maxCheckTime)
+			return c.run(ctx, args[0])
 		},
 	}
-	cmd.Flags().BoolVar(&trust, "trust", false, "run the shell checks of RUN/experiment.yaml and the checks of RUN/adapter.yaml: they run as you, with your environment")
-	cmd.Flags().StringVar(&experimentFile, "experiment", "", "evaluate with this (newer) experiment file instead of RUN/experiment.yaml; its id must be the run's")
-	cmd.Flags().StringVar(&adapterRef, "adapter", "", "evaluate with this adapter file (or id) instead of RUN/adapter.yaml; its id must be the run's")
-	cmd.Flags().DurationVar(&maxCheckTime, "max-check-time", defaultMaxCheckTime, "the most time one check may search (a linearizable check's timeout), whatever the run's experiment.yaml says")
-	cmd.Flags().StringVar(&junitFile, "junit", "", "also write the result as JUnit XML to this file")
-	addOutputFlag(cmd, &output)
-	addVerbosityFlags(cmd, &vb, "print only the verdict and the run directory")
+	cmd.Flags().BoolVar(&c.trust, "trust", false, "run the shell checks of RUN/experiment.yaml and the checks of RUN/adapter.yaml: they run as you, with your environment")
+	cmd.Flags().StringVar(&c.experimentFile, "experiment", "", "evaluate with this (newer) experiment file instead of RUN/experiment.yaml; its id must be the run's")
+	cmd.Flags().StringVar(&c.adapterRef, "adapter", "", "evaluate with this adapter file (or id) instead of RUN/adapter.yaml; its id must be the run's")
+	cmd.Flags().DurationVar(&c.maxCheckTime, "max-check-time", defaultMaxCheckTime, "the most time one check may search (a linearizable check's timeout), whatever the run's experiment.yaml says")
+	cmd.Flags().StringVar(&c.junitFile, "junit", "", "also write the result as JUnit XML to this file")
+	addOutputFlag(cmd, &c.output)
+	addVerbosityFlags(cmd, &c.vb, "print only the verdict and the run directory")
 	return cmd
 }
 
@@ -84,23 +91,59 @@ not be written); 3 INCONCLUSIVE; 4 RUN is not a run directory, or
 // unless --max-check-time says otherwise.
 const defaultMaxCheckTime = 5 * time.Minute
 
-func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapterRef, junitFile string, trust, asJSON bool, vb verbosity, maxCheckTime time.Duration) error {
-	if maxCheckTime <= 0 {
-		return invalidf("--max-check-time %v: want a positive duration", maxCheckTime)
+// evaluation is what one evaluation decides with: the run directory, what
+// the run's timeline says, and the manifests.
+type evaluation struct {
+	runPath        string
+	d              *rundir.Dir
+	events         []rundir.Event
+	timelineErr    error
+	x              *experiment.Experiment
+	a              *adapter.Adapter
+	adapterFromRun bool
+}
+
+// run evaluates the run at runPath again and says what came of it.
+func (c *evaluateCmd) run(ctx context.Context, runPath string) error {
+	if c.maxCheckTime <= 0 {
+		return invalidf("--max-check-time %v: want a positive duration", c.maxCheckTime)
 	}
 	d, err := openRunDir(runPath)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	ev, err := c.load(d, runPath)
+	if err != nil {
+		return err
+	}
+	v, err := c.decide(ctx, ev)
+	if err != nil {
+		return err
+	}
+	path, err := c.print(ev, v)
+	if err != nil {
+		return err
+	}
+	if name := interrupted(ctx); name != "" {
+		return harnessf("interrupted by %s: the checks it stopped are ERROR; the evaluation was written to %s", name, path)
+	}
+	return verdictExit(v.Verdict)
+}
+
+// load reads the run's timeline and picks the manifests: the run's own
+// copies, or --experiment and --adapter, whose ids must be the run's.
+func (c *evaluateCmd) load(d *rundir.Dir, runPath string) (*evaluation, error) {
+	s := c.s
+	ev := &evaluation{runPath: runPath, d: d}
 	// What the run itself says it ran: the copy of the experiment, else
 	// run.started.
 	var runExperiment, runAdapter string
-	events, timelineErr := d.ReadTimeline()
-	if timelineErr == nil || len(events) > 0 {
-		for i := range events {
-			if events[i].Name == "run.started" {
-				runExperiment, runAdapter = events[i].String("experiment"), events[i].String("adapter")
+	ev.events, ev.timelineErr = d.ReadTimeline()
+	if ev.timelineErr == nil || len(ev.events) > 0 {
+		for i := range ev.events {
+			if ev.events[i].Name == "run.started" {
+				runExperiment, runAdapter = ev.events[i].String("experiment"), ev.events[i].String("adapter")
 				break
 			}
 		}
@@ -111,106 +154,114 @@ func runEvaluate(ctx context.Context, s *streams, runPath, experimentFile, adapt
 		runExperiment = runCopy.ID
 	}
 	x := runCopy
-	if experimentFile != "" {
-		x, ps = experiment.Load(experimentFile)
+	if c.experimentFile != "" {
+		x, ps = experiment.Load(c.experimentFile)
 	}
 	if err := ps.Err(); err != nil || x == nil {
-		fmt.Fprintf(s.err, "chaos: cannot evaluate %s with experiment %s:\n", runPath, evalExperimentFile(experimentFile, d))
+		fmt.Fprintf(s.err, "chaos: cannot evaluate %s with experiment %s:\n", runPath, evalExperimentFile(c.experimentFile, d))
 		printProblems(s.err, "  ", ps)
-		return withCode(ExitInvalid, "")
+		return nil, withCode(ExitInvalid, "")
 	}
 	if runExperiment != "" && x.ID != runExperiment {
-		return invalidf("experiment %s has id %q, but the run in %s is of experiment %q", x.File, x.ID, runPath, runExperiment)
+		return nil, invalidf("experiment %s has id %q, but the run in %s is of experiment %q", x.File, x.ID, runPath, runExperiment)
 	}
+	ev.x = x
 
-	var a *adapter.Adapter
-	adapterFromRun := false
 	if runCopyA, aps := loadRunAdapter(d); runCopyA != nil && aps.Err() == nil {
-		a = runCopyA
+		ev.a = runCopyA
 		runAdapter = runCopyA.ID
-		adapterFromRun = true
-	} else if adapterRef == "" {
+		ev.adapterFromRun = true
+	} else if c.adapterRef == "" {
 		if _, statErr := d.Stat("adapter.yaml"); statErr == nil || rundir.IsEscape(statErr) {
 			fmt.Fprintf(s.err, "chaos: cannot read the run's adapter %s:\n", d.AdapterFile())
 			printProblems(s.err, "  ", aps)
-			return withCode(ExitInvalid, "")
+			return nil, withCode(ExitInvalid, "")
 		}
 	}
-	if adapterRef != "" {
-		na, aps := adapter.Resolver{}.Resolve(adapterRef)
+	if c.adapterRef != "" {
+		na, aps := adapter.Resolver{}.Resolve(c.adapterRef)
 		if err := aps.Err(); err != nil || na == nil {
-			fmt.Fprintf(s.err, "chaos: cannot evaluate %s with adapter %s:\n", runPath, adapterRef)
+			fmt.Fprintf(s.err, "chaos: cannot evaluate %s with adapter %s:\n", runPath, c.adapterRef)
 			printProblems(s.err, "  ", aps)
-			return withCode(ExitInvalid, "")
+			return nil, withCode(ExitInvalid, "")
 		}
 		if runAdapter != "" && na.ID != runAdapter {
-			return invalidf("adapter %s has id %q, but the run in %s used adapter %q", adapterRef, na.ID, runPath, runAdapter)
+			return nil, invalidf("adapter %s has id %q, but the run in %s used adapter %q", c.adapterRef, na.ID, runPath, runAdapter)
 		}
-		a = na
-		adapterFromRun = false
+		ev.a = na
+		ev.adapterFromRun = false
 	}
+	return ev, nil
+}
 
-	// Scripts that came with the run directory run only when trusted.
-	refuseX := !trust && experimentFile == "" && hasShellChecks(x)
-	refuseA := !trust && adapterFromRun && a != nil && len(a.Checks) > 0 && !isBuiltinCopy(a)
-	v, err := verdict.Evaluate(ctx, d, x, a, verdict.Options{
+// decide runs every check again; scripts that came with the run directory
+// run only when trusted.
+func (c *evaluateCmd) decide(ctx context.Context, ev *evaluation) (*rundir.Verdict, error) {
+	refuseX := !c.trust && c.experimentFile == "" && hasShellChecks(ev.x)
+	refuseA := !c.trust && ev.adapterFromRun && ev.a != nil && len(ev.a.Checks) > 0 && !isBuiltinCopy(ev.a)
+	v, err := verdict.Evaluate(ctx, ev.d, ev.x, ev.a, verdict.Options{
 		By:                    verdict.ByEvaluate,
-		Env:                   s.st.Env,
+		Env:                   c.s.st.Env,
 		RefuseExperimentShell: refuseX,
 		RefuseAdapterChecks:   refuseA,
-		Timeline:              &verdict.Timeline{Events: events, Err: timelineErr},
-		Refusal:               refusal(runPath, refuseX, refuseA),
-		MaxCheckTime:          maxCheckTime,
-		RedactPage:            redact.For(s.st.Env, x, a).HTML,
+		Timeline:              &verdict.Timeline{Events: ev.events, Err: ev.timelineErr},
+		Refusal:               refusal(ev.runPath, refuseX, refuseA),
+		MaxCheckTime:          c.maxCheckTime,
+		RedactPage:            redact.For(c.s.st.Env, ev.x, ev.a).HTML,
 	})
 	if err != nil {
 		var limit *rundir.LimitError
 		if errors.As(err, &limit) || rundir.IsEscape(err) {
 			// The run directory is refused: invalid input.
-			return invalidf("evaluating %s: %v", runPath, err)
+			return nil, invalidf("evaluating %s: %v", ev.runPath, err)
 		}
-		return harnessf("evaluating %s: %v", runPath, err)
+		return nil, harnessf("evaluating %s: %v", ev.runPath, err)
 	}
+	redact.For(c.s.st.Env, ev.x, ev.a).Verdict(v)
+	return v, nil
+}
 
+// print writes the evaluation under RUN/evaluations/ and prints it (the
+// check block, or with -o json one document), and the JUnit file; it
+// returns the evaluation's path.
+func (c *evaluateCmd) print(ev *evaluation, v *rundir.Verdict) (string, error) {
+	s, x, a := c.s, ev.x, ev.a
 	adapterPart := "no adapter (the run directory has no adapter.yaml)"
 	if a != nil {
 		adapterPart = fmt.Sprintf("adapter %s (%s, sha256 %s)", a.ID, a.File, evalSHA12(a.SHA256))
 	}
-	redact.For(s.st.Env, x, a).Verdict(v)
-	abs, err := filepath.Abs(d.Root)
+	abs, err := filepath.Abs(ev.d.Root)
 	if err != nil {
-		abs = d.Root
+		abs = ev.d.Root
 	}
+	asJSON := c.output.json()
 	if !asJSON {
-		if !vb.quiet {
+		if !c.vb.quiet {
 			fmt.Fprintf(s.out, "  evaluated with %s (sha256 %s) and %s\n", x.File, evalSHA12(x.SHA256), adapterPart)
 		}
-		s.printBlock(v, abs, vb)
+		s.printBlock(v, abs, c.vb)
 	}
 
-	path, err := verdict.WriteEvaluation(d, v)
+	path, err := verdict.WriteEvaluation(ev.d, v)
 	if err != nil {
-		return harnessf("writing the evaluation: %v", err)
+		return "", harnessf("writing the evaluation: %v", err)
 	}
-	if !vb.quiet {
+	if !c.vb.quiet {
 		fmt.Fprintf(s.err, "evaluation written to %s\n", path)
 	}
 	if asJSON {
 		res := resultJSON("evaluate", abs, v)
 		res.Evaluation = path
 		if err := writeJSON(s.out, res); err != nil {
-			return err
+			return "", err
 		}
 	}
-	if junitFile != "" {
-		if err := writeJUnit(junitFile, d.Root, v); err != nil {
-			return harnessf("%v", err)
+	if c.junitFile != "" {
+		if err := writeJUnit(c.junitFile, ev.d.Root, v); err != nil {
+			return "", harnessf("%v", err)
 		}
 	}
-	if name := interrupted(ctx); name != "" {
-		return harnessf("interrupted by %s: the checks it stopped are ERROR; the evaluation was written to %s", name, path)
-	}
-	return verdictExit(v.Verdict)
+	return path, nil
 }
 
 // loadRunExperiment reads the run's copy of its experiment, inside the run

@@ -6,31 +6,45 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/manifest"
-	"github.com/chaos-harness/chaos/internal/progress"
 	"github.com/chaos-harness/chaos/internal/replay"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 func init() { extraCommands = append(extraCommands, newReplayCmd) }
 
+// replayCmd is chaos replay: its flags, and the steps of one replay in
+// methods (read the run, run again, compare the choices).
+type replayCmd struct {
+	s                     *streams
+	runsDir, cell         string
+	force, useCopy, plain bool
+}
+
+// replayOf is what replay reads of the original run.
+type replayOf struct {
+	src          string
+	m            rundir.Manifest
+	orig         rundir.Verdict
+	events       []rundir.Event
+	x            *experiment.Experiment
+	a            *adapter.Adapter
+	sameX, sameA bool
+}
+
 func newReplayCmd(s *streams) *cobra.Command {
-	var runsDir string
-	var force, useCopy, plain bool
-	var cell string
+	c := &replayCmd{s: s}
 	cmd := &cobra.Command{
 		Annotations: signalsHandled(),
 		Use:         "replay RUN [--copy | --force] [--cell CELL] [--runs-dir DIR]",
@@ -65,121 +79,133 @@ cannot be read or its experiment changed (without --copy or --force).`,
   # The experiment file has been edited since: replay the run's own copy
   chaos replay --copy runs/gateway-kill-keeps-state/20261201T090000Z-1a2b`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if force && useCopy {
-				return inputError("--copy and --force exclude each other")
-			}
-			src := args[0]
-			d, err := rundir.Open(src)
-			if err != nil {
-				return inputError(err.Error())
-			}
-			defer d.Close()
-			var m rundir.Manifest
-			if err := d.ReadJSONFile("manifest.json", &m); err != nil {
-				return inputError(fmt.Sprintf("%s: manifest.json: %v", src, err))
-			}
-			var orig rundir.Verdict
-			_ = d.ReadJSONFile("verdict.json", &orig)
-			events, err := d.ReadTimeline()
-			if err != nil {
-				return inputError(fmt.Sprintf("%s: the timeline: %v", src, err))
-			}
-			x, a, sameX, sameA, err := replayInputs(s, d, &m, useCopy, force)
-			if err != nil {
-				return err
-			}
-			if cell != "" {
-				// One cell of the matrix: the run's copy of the
-				// experiment will say which (matrix-cell).
-				data, err := experiment.CellData(x.Raw, cell)
-				if err != nil {
-					return inputError(fmt.Sprintf("--cell: %v", err))
-				}
-				cx, ps := experiment.Parse(x.File, data)
-				if ps.Err() != nil {
-					return problemsError(s, ps)
-				}
-				x = cx
-			}
-			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir}
-			seed := m.Seed
-			cfg.Seed = &seed
-			if err := replayFlags(&cfg, src, originalFlags(m.Command)); err != nil {
-				return err
-			}
-			cfg.RunsDir = runsDir
-			if cfg.RunsDir == "" {
-				cfg.RunsDir = s.runsDirDefault()
-			}
-			if f, ok := s.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !plain {
-				width, _, err := term.GetSize(int(f.Fd()))
-				if err != nil {
-					width = 100
-				}
-				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
-			}
-			fmt.Fprintf(s.err, "replaying run %s: %s on %s, seed %d\n", m.RunID, x.ID, a.ID, seed)
-			ctx, stop := s.signalContext()
-			defer stop()
-			out, err := engine.Run(ctx, cfg)
-			defer out.Wait()
-			if err != nil {
-				return bindFailure(s, x, a, err)
-			}
-			if out.Verdict == nil {
-				if len(out.NA) > 0 {
-					printNA(s, x, a, out.NA)
-					return nil
-				}
-				return withCode(ExitError, "the replay left no verdict")
-			}
-			res := replay.Result{Seed: seed, SameExperiment: sameX, SameAdapter: sameA, Verdict: out.Verdict.Verdict}
-			res.Of.RunID, res.Of.Verdict = m.RunID, orig.Verdict
-			if abs, err := filepath.Abs(src); err == nil {
-				res.Of.Dir = abs
-			}
-			var now []rundir.Event
-			if nd, err := rundir.Open(out.Dir.Root); err == nil {
-				now, _ = nd.ReadTimeline()
-				nd.Close()
-			}
-			before := replay.Choices(events)
-			if cell != "" {
-				// Only the cell's own choices are made again.
-				var own []replay.Choice
-				for _, c := range before {
-					if x.Operation(c.Operation) != nil {
-						own = append(own, c)
-					}
-				}
-				before = own
-			}
-			res.Choices = len(before)
-			res.Divergences = replay.Diff(before, replay.Choices(now))
-			res.Same = len(res.Divergences) == 0
-			if err := rundir.WriteJSON(filepath.Join(out.Dir.Root, replay.FileName), res); err != nil {
-				fmt.Fprintf(s.err, "chaos: %s not written: %v\n", replay.FileName, err)
-			}
-			printReplay(s.out, &res)
-			afterRun(s, cfg.RunsDir, out)
-			s.printBlock(out.Verdict, out.Dir.Root, verbosity{})
-			if sig := stop(); sig != "" && !out.Verdict.Aborted {
-				return withCode(ExitError, fmt.Sprintf("interrupted (%s) after the replay had finished; its verdict %s stands", sig, out.Verdict.Verdict))
-			}
-			if code := out.ExitCode(); code != 0 {
-				return withCode(code, "")
-			}
-			return nil
-		},
+		RunE: func(_ *cobra.Command, args []string) error { return c.run(args[0]) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&runsDir, "runs-dir", "", "where the new run directory goes (default $CHAOS_RUNS_DIR, else ./runs)")
-	f.BoolVar(&useCopy, "copy", false, "replay the run's own copies of the experiment and adapter, even if the files changed")
-	f.BoolVar(&force, "force", false, "replay the experiment file as it is now, even if it changed")
-	f.StringVar(&cell, "cell", "", "replay one cell of the experiment's matrix, AXIS=VALUE[,AXIS=VALUE...]: only its workloads, operations and checks run")
-	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
+	f.StringVar(&c.runsDir, "runs-dir", "", "where the new run directory goes (default $CHAOS_RUNS_DIR, else ./runs)")
+	f.BoolVar(&c.useCopy, "copy", false, "replay the run's own copies of the experiment and adapter, even if the files changed")
+	f.BoolVar(&c.force, "force", false, "replay the experiment file as it is now, even if it changed")
+	f.StringVar(&c.cell, "cell", "", "replay one cell of the experiment's matrix, AXIS=VALUE[,AXIS=VALUE...]: only its workloads, operations and checks run")
+	f.BoolVar(&c.plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
 	return cmd
+}
+
+// run replays the run in src and says what came of it.
+func (c *replayCmd) run(src string) error {
+	s := c.s
+	if c.force && c.useCopy {
+		return inputError("--copy and --force exclude each other")
+	}
+	d, err := rundir.Open(src)
+	if err != nil {
+		return inputError(err.Error())
+	}
+	defer d.Close()
+	o, err := c.load(d, src)
+	if err != nil {
+		return err
+	}
+	cfg := engine.Config{Experiment: o.x, Adapter: o.a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir}
+	seed := o.m.Seed
+	cfg.Seed = &seed
+	if err := replayFlags(&cfg, src, originalFlags(o.m.Command)); err != nil {
+		return err
+	}
+	cfg.RunsDir = c.runsDir
+	if cfg.RunsDir == "" {
+		cfg.RunsDir = s.runsDirDefault()
+	}
+	cfg.Progress = s.progress(o.x.Timeout.D(), c.plain, verbosity{})
+	fmt.Fprintf(s.err, "replaying run %s: %s on %s, seed %d\n", o.m.RunID, o.x.ID, o.a.ID, seed)
+	ctx, stop := s.signalContext()
+	defer stop()
+	out, err := engine.Run(ctx, cfg)
+	defer out.Wait()
+	if err != nil {
+		return bindFailure(s, o.x, o.a, err)
+	}
+	if out.Verdict == nil {
+		if len(out.NA) > 0 {
+			printNA(s, o.x, o.a, out.NA)
+			return nil
+		}
+		return withCode(ExitError, "the replay left no verdict")
+	}
+	res := c.compare(o, out)
+	if err := rundir.WriteJSON(filepath.Join(out.Dir.Root, replay.FileName), res); err != nil {
+		fmt.Fprintf(s.err, "chaos: %s not written: %v\n", replay.FileName, err)
+	}
+	printReplay(s.out, &res)
+	afterRun(s, cfg.RunsDir, out)
+	s.printBlock(out.Verdict, out.Dir.Root, verbosity{})
+	if sig := stop(); sig != "" && !out.Verdict.Aborted {
+		return withCode(ExitError, fmt.Sprintf("interrupted (%s) after the replay had finished; its verdict %s stands", sig, out.Verdict.Verdict))
+	}
+	if code := out.ExitCode(); code != 0 {
+		return withCode(code, "")
+	}
+	return nil
+}
+
+// load reads the original run (its manifest, verdict and timeline) and
+// the experiment and adapter to replay, cut to one cell with --cell.
+func (c *replayCmd) load(d *rundir.Dir, src string) (*replayOf, error) {
+	o := &replayOf{src: src}
+	if err := d.ReadJSONFile("manifest.json", &o.m); err != nil {
+		return nil, inputError(fmt.Sprintf("%s: manifest.json: %v", src, err))
+	}
+	_ = d.ReadJSONFile("verdict.json", &o.orig)
+	var err error
+	if o.events, err = d.ReadTimeline(); err != nil {
+		return nil, inputError(fmt.Sprintf("%s: the timeline: %v", src, err))
+	}
+	if o.x, o.a, o.sameX, o.sameA, err = replayInputs(c.s, d, &o.m, c.useCopy, c.force); err != nil {
+		return nil, err
+	}
+	if c.cell != "" {
+		// One cell of the matrix: the run's copy of the experiment will
+		// say which (matrix-cell).
+		data, err := experiment.CellData(o.x.Raw, c.cell)
+		if err != nil {
+			return nil, inputError(fmt.Sprintf("--cell: %v", err))
+		}
+		cx, ps := experiment.Parse(o.x.File, data)
+		if ps.Err() != nil {
+			return nil, problemsError(c.s, ps)
+		}
+		o.x = cx
+	}
+	return o, nil
+}
+
+// compare names every choice of the replay that differs from the
+// original's (with --cell, of the cell's own operations only).
+func (c *replayCmd) compare(o *replayOf, out *engine.Outcome) replay.Result {
+	res := replay.Result{Seed: o.m.Seed, SameExperiment: o.sameX, SameAdapter: o.sameA, Verdict: out.Verdict.Verdict}
+	res.Of.RunID, res.Of.Verdict = o.m.RunID, o.orig.Verdict
+	if abs, err := filepath.Abs(o.src); err == nil {
+		res.Of.Dir = abs
+	}
+	var now []rundir.Event
+	if nd, err := rundir.Open(out.Dir.Root); err == nil {
+		now, _ = nd.ReadTimeline()
+		nd.Close()
+	}
+	before := replay.Choices(o.events)
+	if c.cell != "" {
+		// Only the cell's own choices are made again.
+		var own []replay.Choice
+		for _, ch := range before {
+			if o.x.Operation(ch.Operation) != nil {
+				own = append(own, ch)
+			}
+		}
+		before = own
+	}
+	res.Choices = len(before)
+	res.Divergences = replay.Diff(before, replay.Choices(now))
+	res.Same = len(res.Divergences) == 0
+	return res
 }
 
 // replayInputs loads the experiment and adapter a run used: the files at

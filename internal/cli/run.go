@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -24,14 +25,20 @@ func init() { extraCommands = append(extraCommands, newRunCmd) }
 // defaultRunsDir is where runs go when --runs-dir is not given.
 const defaultRunsDir = "runs"
 
+// runCmd is chaos run: its flags, and the steps of one run in methods.
+type runCmd struct {
+	s                                     *streams
+	adapterRef, runsDir, dir, adaptersDir string
+	seed                                  seedFlag
+	settle                                durationFlag
+	plain                                 bool
+	output                                outputFlag
+	vb                                    verbosity
+	otlpGRPC, otlpHTTP, junitFile         string
+}
+
 func newRunCmd(s *streams) *cobra.Command {
-	var adapterRef, runsDir, dir, adaptersDir string
-	var seed seedFlag
-	var settle durationFlag
-	var plain bool
-	var output outputFlag
-	var vb verbosity
-	var otlpGRPC, otlpHTTP, junitFile string
+	c := &runCmd{s: s}
 	cmd := &cobra.Command{
 		Annotations: signalsHandled(),
 		Use:         "run [--adapter ID] [--seed N] [--runs-dir DIR] ID|FILE",
@@ -56,117 +63,150 @@ that does not parse or bind, a bad flag, no such file or id).`,
   chaos run -o json examples/hello-world.yaml | jq -r .verdict
   chaos run --junit results/hello.xml --adapter docker examples/hello-world.yaml`,
 		Args: exactArgs(1, "an experiment: an id or a file (ID|FILE)"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := vb.check(); err != nil {
-				return err
-			}
-			x, a, err := loadPair(s, args[0], dir, adapterRef, adaptersDir)
-			if err != nil {
-				return err
-			}
-			cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir, OTLPGRPC: otlpGRPC, OTLPHTTP: otlpHTTP}
-			if vb.quiet {
-				cfg.Log = nil // the harness log is in the run directory
-			}
-			cfg.RunsDir = runsDir
-			if cfg.RunsDir == "" {
-				cfg.RunsDir = s.runsDirDefault()
-			}
-			cfg.Seed, cfg.Settle = seed.ptr(), settle.ptr()
-			if tty, escapes := s.terminal(s.err); tty && !plain && !vb.quiet {
-				f := s.err.(*os.File)
-				width, _, err := term.GetSize(int(f.Fd()))
-				if err != nil {
-					width = 100
-				}
-				cfg.Progress = progress.New(f, true, width, x.Timeout.D())
-				if !escapes {
-					cfg.Progress.SetStyle(progress.StylePlain)
-				}
-				if vb.verbose {
-					cfg.Progress.ShowEvents()
-				}
-			}
-			ctx, stop := s.signalContext()
-			defer stop()
-			report.Prepare()
-			out, err := engine.Run(ctx, cfg)
-			defer out.Wait()
-			if err != nil {
-				return bindFailure(s, x, a, err)
-			}
-			if out.Verdict != nil {
-				pages := afterRun(s, cfg.RunsDir, out)
-				if output.json() {
-					res := resultJSON("run", out.Dir.Root, out.Verdict)
-					res.Report, res.Evidence = pages.report, pages.evidence
-					if err := writeJSON(s.out, res); err != nil {
-						return err
-					}
-				} else {
-					s.printBlock(out.Verdict, out.Dir.Root, vb)
-				}
-			}
-			// A signal at any moment ends chaos run with 2: one that came
-			// after the engine had decided (while the report was written)
-			// leaves the verdict as it is, and says so.
-			if sig := stop(); sig != "" && (out.Verdict == nil || !out.Verdict.Aborted) {
-				what := "before the run started"
-				if out.Verdict != nil {
-					what = "after the run had finished; its verdict " + out.Verdict.Verdict + " stands"
-				}
-				return withCode(ExitError, fmt.Sprintf("interrupted (%s) %s", sig, what))
-			}
-			if out.Verdict == nil && len(out.NA) > 0 {
-				if output.json() {
-					v := naVerdict(x, a, out.NA)
-					if err := writeJSON(s.out, resultJSON("run", "", v)); err != nil {
-						return err
-					}
-				} else if vb.quiet {
-					fmt.Fprintln(s.out, rundir.VerdictNA)
-				} else {
-					printNA(s, x, a, out.NA)
-				}
-				if junitFile != "" {
-					// CI systems should see the experiment, skipped, rather
-					// than nothing at all.
-					v := naVerdict(x, a, out.NA)
-					if err := junit.WriteFile(junitFile, v, nil); err != nil {
-						return harnessf("writing JUnit XML to %s: %v", junitFile, err)
-					}
-				}
-				return nil
-			}
-			if junitFile != "" && out.Verdict != nil {
-				if err := writeJUnit(junitFile, out.Dir.Root, out.Verdict); err != nil {
-					return harnessf("%v", err)
-				}
-			}
-			if err := defaultAdapterFailed(s, args[0], x, a, adapterRef, adaptersDir, out.Verdict); err != nil {
-				return err
-			}
-			if code := out.ExitCode(); code != 0 {
-				return withCode(code, "")
-			}
-			return nil
-		},
+		RunE: func(_ *cobra.Command, args []string) error { return c.run(args[0]) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&adapterRef, "adapter", "", "adapter id or file (default: the experiment's default-adapter)")
-	f.StringVar(&runsDir, "runs-dir", "", "where run directories go (default $CHAOS_RUNS_DIR, else ./runs)")
-	f.Var(&seed, "seed", "seed for every random choice, a whole number (default: a new random seed, recorded in the run)")
-	f.StringVar(&dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
-	f.StringVar(&adaptersDir, "adapters-dir", "", "also look for adapters here")
-	f.Var(&settle, "settle", "wait this long (a duration such as 5s) before adapter checks, instead of the adapter's settle")
-	f.StringVar(&otlpGRPC, "otlp-grpc", "", "run the built-in OTLP receiver with gRPC on this address (e.g. 127.0.0.1:4317; off disables)")
-	f.StringVar(&otlpHTTP, "otlp-http", "", "run the built-in OTLP receiver with HTTP on this address (e.g. 127.0.0.1:4318; off disables)")
-	f.StringVar(&junitFile, "junit", "", "also write the checks as JUnit XML to this file, for CI systems")
-	f.BoolVar(&plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
-	addOutputFlag(cmd, &output)
-	addVerbosityFlags(cmd, &vb, "print only the verdict and the run directory: no harness log, no check lines")
+	f.StringVar(&c.adapterRef, "adapter", "", "adapter id or file (default: the experiment's default-adapter)")
+	f.StringVar(&c.runsDir, "runs-dir", "", "where run directories go (default $CHAOS_RUNS_DIR, else ./runs)")
+	f.Var(&c.seed, "seed", "seed for every random choice, a whole number (default: a new random seed, recorded in the run)")
+	f.StringVar(&c.dir, "dir", "", "experiments directory to find ID in (default experiments/, else examples/)")
+	f.StringVar(&c.adaptersDir, "adapters-dir", "", "also look for adapters here")
+	f.Var(&c.settle, "settle", "wait this long (a duration such as 5s) before adapter checks, instead of the adapter's settle")
+	f.StringVar(&c.otlpGRPC, "otlp-grpc", "", "run the built-in OTLP receiver with gRPC on this address (e.g. 127.0.0.1:4317; off disables)")
+	f.StringVar(&c.otlpHTTP, "otlp-http", "", "run the built-in OTLP receiver with HTTP on this address (e.g. 127.0.0.1:4318; off disables)")
+	f.StringVar(&c.junitFile, "junit", "", "also write the checks as JUnit XML to this file, for CI systems")
+	f.BoolVar(&c.plain, "plain", false, "print plain event lines even on a terminal (no live status line)")
+	addOutputFlag(cmd, &c.output)
+	addVerbosityFlags(cmd, &c.vb, "print only the verdict and the run directory: no harness log, no check lines")
 	cmd.Flags().Lookup("verbose").Usage = "on a terminal, print every event as the harness log's line, not a line per step; and the detail of every check, passed ones too, whole"
 	return withCampaign(s, cmd)
+}
+
+// run runs the experiment ref names and says what came of it.
+func (c *runCmd) run(ref string) error {
+	s := c.s
+	if err := c.vb.check(); err != nil {
+		return err
+	}
+	x, a, err := loadPair(s, ref, c.dir, c.adapterRef, c.adaptersDir)
+	if err != nil {
+		return err
+	}
+	cfg := c.config(x, a)
+	ctx, stop := s.signalContext()
+	defer stop()
+	report.Prepare()
+	out, err := engine.Run(ctx, cfg)
+	defer out.Wait()
+	if err != nil {
+		return bindFailure(s, x, a, err)
+	}
+	if out.Verdict != nil {
+		if err := c.print(cfg.RunsDir, out); err != nil {
+			return err
+		}
+	}
+	// A signal at any moment ends chaos run with 2: one that came after
+	// the engine had decided (while the report was written) leaves the
+	// verdict as it is, and says so.
+	if sig := stop(); sig != "" && (out.Verdict == nil || !out.Verdict.Aborted) {
+		what := "before the run started"
+		if out.Verdict != nil {
+			what = "after the run had finished; its verdict " + out.Verdict.Verdict + " stands"
+		}
+		return withCode(ExitError, fmt.Sprintf("interrupted (%s) %s", sig, what))
+	}
+	if out.Verdict == nil && len(out.NA) > 0 {
+		return c.printNA(x, a, out.NA)
+	}
+	if c.junitFile != "" && out.Verdict != nil {
+		if err := writeJUnit(c.junitFile, out.Dir.Root, out.Verdict); err != nil {
+			return harnessf("%v", err)
+		}
+	}
+	if err := defaultAdapterFailed(s, ref, x, a, c.adapterRef, c.adaptersDir, out.Verdict); err != nil {
+		return err
+	}
+	if code := out.ExitCode(); code != 0 {
+		return withCode(code, "")
+	}
+	return nil
+}
+
+// config is the engine's configuration from the flags: where runs go, the
+// seed and settle, and how the run is shown as it happens (the harness log,
+// or on a terminal the steps and a status line).
+func (c *runCmd) config(x *experiment.Experiment, a *adapter.Adapter) engine.Config {
+	s := c.s
+	cfg := engine.Config{Experiment: x, Adapter: a, Log: s.err, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir, OTLPGRPC: c.otlpGRPC, OTLPHTTP: c.otlpHTTP}
+	if c.vb.quiet {
+		cfg.Log = nil // the harness log is in the run directory
+	}
+	cfg.RunsDir = c.runsDir
+	if cfg.RunsDir == "" {
+		cfg.RunsDir = s.runsDirDefault()
+	}
+	cfg.Seed, cfg.Settle = c.seed.ptr(), c.settle.ptr()
+	cfg.Progress = s.progress(x.Timeout.D(), c.plain, c.vb)
+	return cfg
+}
+
+// progress is how a run is shown as it happens on a terminal (standard
+// error): a line per step, every event with -v, and a status line; nil off
+// a terminal, with --plain or --quiet (the harness log's lines then).
+func (s *streams) progress(timeout time.Duration, plain bool, vb verbosity) *progress.Display {
+	tty, escapes := s.terminal(s.err)
+	if !tty || plain || vb.quiet {
+		return nil
+	}
+	f := s.err.(*os.File)
+	width, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		width = 100
+	}
+	d := progress.New(f, true, width, timeout)
+	if !escapes {
+		d.SetStyle(progress.StylePlain)
+	}
+	if vb.verbose {
+		d.ShowEvents()
+	}
+	return d
+}
+
+// print writes the pages of a finished run and prints its result: the
+// check block, or with -o json one document.
+func (c *runCmd) print(runsDir string, out *engine.Outcome) error {
+	pages := afterRun(c.s, runsDir, out)
+	if c.output.json() {
+		res := resultJSON("run", out.Dir.Root, out.Verdict)
+		res.Report, res.Evidence = pages.report, pages.evidence
+		return writeJSON(c.s.out, res)
+	}
+	c.s.printBlock(out.Verdict, out.Dir.Root, c.vb)
+	return nil
+}
+
+// printNA says the experiment is n/a on the adapter (no run directory is
+// made), and writes it as skipped JUnit: CI systems should see the
+// experiment rather than nothing at all.
+func (c *runCmd) printNA(x *experiment.Experiment, a *adapter.Adapter, reasons []string) error {
+	s := c.s
+	if c.output.json() {
+		if err := writeJSON(s.out, resultJSON("run", "", naVerdict(x, a, reasons))); err != nil {
+			return err
+		}
+	} else if c.vb.quiet {
+		fmt.Fprintln(s.out, rundir.VerdictNA)
+	} else {
+		printNA(s, x, a, reasons)
+	}
+	if c.junitFile != "" {
+		if err := junit.WriteFile(c.junitFile, naVerdict(x, a, reasons), nil); err != nil {
+			return harnessf("writing JUnit XML to %s: %v", c.junitFile, err)
+		}
+	}
+	return nil
 }
 
 // runsDirDefault is $CHAOS_RUNS_DIR, else ./runs.
