@@ -93,7 +93,9 @@ func appendAnalysis(txns []Txn) (map[string][]Anomaly, func(keep func(a, b int) 
 		}
 	}
 	// Duplicates and incompatible orders, over transactions that may have
-	// committed.
+	// committed. One map serves every read (one per read was most of the
+	// garbage of a large history).
+	seen := map[string]int{}
 	for i, t := range txns {
 		if !possible[i] {
 			continue
@@ -102,7 +104,7 @@ func appendAnalysis(txns []Txn) (map[string][]Anomaly, func(keep func(a, b int) 
 			if m.F != "r" || m.Nil {
 				continue
 			}
-			seen := map[string]int{}
+			clear(seen)
 			var dups []string
 			for _, e := range m.List {
 				seen[e]++
@@ -204,6 +206,9 @@ func appendInternal(txns []Txn, i int) (Anomaly, bool) {
 // transactions read and append different keys, so only the reads of a key
 // the transaction also appends are kept.
 func futureRead(txns []Txn, i int) (Anomaly, bool) {
+	if !touchesTwice(txns[i].Mops) {
+		return Anomaly{}, false
+	}
 	var reads map[string][][]string
 	for _, m := range txns[i].Mops {
 		switch m.F {

@@ -232,6 +232,45 @@ func TestModels(t *testing.T) {
 	}
 }
 
+// TestSplitArray: the splitter the parser uses instead of the decoder
+// finds the elements encoding/json finds.
+func TestSplitArray(t *testing.T) {
+	for _, s := range []string{`[]`, ` [ ] `, `[1]`, `[1, 2 ,3]`, `["a,b", "c\\"]", "[\"]\"]"]`, `[[1,[2,3]],{"a":[1,2],"b":"}"},null]`, `{"a":1}`, `"x"`, `3`, `[["append",1,2],["r",1,[1,2]]]`} {
+		checkSplit(t, s)
+	}
+}
+
+func checkSplit(t *testing.T, s string) {
+	t.Helper()
+	if !json.Valid([]byte(s)) {
+		return
+	}
+	var want []json.RawMessage
+	wantOK := json.Unmarshal([]byte(s), &want) == nil && strings.HasPrefix(strings.TrimSpace(s), "[")
+	got, ok := splitArray([]byte(s), nil)
+	if ok != wantOK {
+		t.Fatalf("%q: array %v, encoding/json says %v", s, ok, wantOK)
+	}
+	if !ok {
+		return
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%q: %d elements %q, encoding/json %d %q", s, len(got), got, len(want), want)
+	}
+	for i := range got {
+		if string(got[i]) != strings.TrimSpace(string(want[i])) {
+			t.Errorf("%q: element %d is %q, encoding/json %q", s, i, got[i], want[i])
+		}
+	}
+}
+
+func FuzzSplitArray(f *testing.F) {
+	for _, s := range []string{`[]`, `[1,"a,]",[2,{"b":[3]}]]`, `"\\"`} {
+		f.Add(s)
+	}
+	f.Fuzz(checkSplit)
+}
+
 func FuzzParseMops(f *testing.F) {
 	for _, s := range []string{`[["append",1,2],["r",1,[1,2]]]`, `[["w","x",1],["r","x",null]]`, `[]`, `null`, `[["r"]]`, `[[1,2,3]]`, `[["r",{"a":1},[[1]]]]`} {
 		f.Add(s, true, false)
@@ -241,7 +280,7 @@ func FuzzParseMops(f *testing.F) {
 		if register {
 			kind = RWRegister
 		}
-		mops, problem := parseMops(json.RawMessage(s), kind, ok, interner{})
+		mops, problem := newParser(kind).mops(json.RawMessage(s), ok)
 		if problem != "" && mops != nil {
 			t.Errorf("%q: problem %q and %d mops", s, problem, len(mops))
 		}

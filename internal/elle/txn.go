@@ -79,10 +79,7 @@ func (t *Txn) Text() string {
 // parseTxns reads the history's txn operations; anything else, or a
 // malformed transaction, is the client's problem: left out and named.
 func parseTxns(h *history.History, kind string) (txns []Txn, problems []string) {
-	// Every element a list read holds is read again and again (a key's
-	// list only grows): one copy of each string keeps a history of 100,000
-	// transactions in a third of the memory.
-	in := interner{}
+	p := newParser(kind)
 	for i := range h.Ops {
 		o := &h.Ops[i]
 		if o.F != "txn" {
@@ -93,7 +90,7 @@ func parseTxns(h *history.History, kind string) (txns []Txn, problems []string) 
 		if o.Type == history.OK {
 			raw = o.Value
 		}
-		mops, err := parseMops(raw, kind, o.Type == history.OK, in)
+		mops, err := p.mops(raw, o.Type == history.OK)
 		if err != "" {
 			problems = append(problems, fmt.Sprintf("%s: %s", o.Ref(), err))
 			continue
@@ -103,27 +100,61 @@ func parseTxns(h *history.History, kind string) (txns []Txn, problems []string) 
 	return txns, problems
 }
 
-func parseMops(raw json.RawMessage, kind string, ok bool, in interner) ([]Mop, string) {
-	var l [][]json.RawMessage
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, "the value is not a list of micro-operations [f, key, value]"
+// parser reads micro-operations. A history of 100,000 transactions holds
+// millions of list elements, so it keeps as few copies as it can: one
+// string per element (in), and one backing array per key that every read
+// of the key which is a prefix of it shares (lists; a key's list only
+// grows, so in a sound history every read is a prefix of the longest).
+type parser struct {
+	kind  string
+	in    interner
+	lists map[string][]string
+	// outer, mop, elems and scratch are reused from one call to the next.
+	outer, mop, elems [][]byte
+	scratch           []string
+}
+
+func newParser(kind string) *parser {
+	return &parser{kind: kind, in: interner{}, lists: map[string][]string{}}
+}
+
+const notMops = "the value is not a list of micro-operations [f, key, value]"
+
+func (p *parser) mops(raw json.RawMessage, ok bool) ([]Mop, string) {
+	raw = bytes.TrimSpace(raw)
+	if string(raw) == "null" {
+		return []Mop{}, ""
 	}
-	out := make([]Mop, 0, len(l))
-	for _, m := range l {
+	if !json.Valid(raw) {
+		return nil, notMops
+	}
+	var isList bool
+	if p.outer, isList = splitArray(raw, p.outer); !isList {
+		return nil, notMops
+	}
+	out := make([]Mop, 0, len(p.outer))
+	for _, e := range p.outer {
+		var m [][]byte
+		if string(e) != "null" {
+			if p.mop, isList = splitArray(e, p.mop); !isList {
+				return nil, notMops
+			}
+			m = p.mop
+		}
 		if len(m) != 3 {
 			return nil, fmt.Sprintf("micro-operation %s is not [f, key, value]", clip(fmt.Sprintf("%s", m)))
 		}
-		var f string
-		if json.Unmarshal(m[0], &f) != nil {
+		f, isString := mopF(m[0])
+		if !isString {
 			return nil, fmt.Sprintf("micro-operation [%s, …]: f is not a string", clip(string(m[0])))
 		}
 		mop := Mop{F: f, Key: key(m[1])}
-		v := bytes.TrimSpace(m[2])
-		null := len(v) == 0 || string(v) == "null"
+		v := m[2]
+		null := string(v) == "null"
 		switch {
-		case kind == ListAppend && f == "append":
+		case p.kind == ListAppend && f == "append":
 			mop.Value = key(m[2])
-		case kind == ListAppend && f == "r":
+		case p.kind == ListAppend && f == "r":
 			if !ok {
 				mop.Nil = true
 				break
@@ -133,22 +164,18 @@ func parseMops(raw json.RawMessage, kind string, ok bool, in interner) ([]Mop, s
 				mop.List = []string{}
 				break
 			}
-			var vs []json.RawMessage
-			if json.Unmarshal(v, &vs) != nil {
+			if p.elems, isList = splitArray(v, p.elems); !isList {
 				return nil, fmt.Sprintf("read [%q, %s, %s]: the value is not a list", f, clip(string(m[1])), clip(string(v)))
 			}
-			mop.List = make([]string, len(vs))
-			for i, e := range vs {
-				mop.List[i] = in.key(e)
-			}
-		case kind == RWRegister && f == "w":
+			mop.List = p.list(mop.Key, p.elems)
+		case p.kind == RWRegister && f == "w":
 			mop.Value = key(m[2])
-		case kind == RWRegister && f == "r":
+		case p.kind == RWRegister && f == "r":
 			mop.Value = key(m[2])
 			mop.Nil = !ok
 		default:
 			want := "append or r"
-			if kind == RWRegister {
+			if p.kind == RWRegister {
 				want = "w or r"
 			}
 			return nil, fmt.Sprintf("micro-operation [%q, %s, %s]: unknown f %q, want %s", f, clip(string(m[1])), clip(string(v)), f, want)
@@ -158,9 +185,97 @@ func parseMops(raw json.RawMessage, kind string, ok bool, in interner) ([]Mop, s
 	return out, ""
 }
 
+// list is a read's elements, sharing the key's backing array when the
+// read is a prefix of it or extends it. The slice returned is capped at
+// its length, so that no append through it reaches the shared array.
+func (p *parser) list(k string, elems [][]byte) []string {
+	if len(elems) == 0 {
+		return []string{}
+	}
+	l := p.scratch[:0]
+	for _, e := range elems {
+		l = append(l, p.in.key(e))
+	}
+	p.scratch = l
+	n := len(l)
+	buf := p.lists[k]
+	switch {
+	case n <= len(buf) && equal(buf[:n], l):
+	case isPrefix(buf, l):
+		buf = append(buf, l[len(buf):]...)
+		p.lists[k] = buf
+	default:
+		// Not in the key's order (an anomaly): a copy of its own, which
+		// becomes the one to share when it is the longer.
+		own := append([]string(nil), l...)
+		if n > len(buf) {
+			p.lists[k] = own
+		}
+		return own
+	}
+	return buf[:n:n]
+}
+
+// mopF is a micro-operation's f, without the decoder for the usual ones.
+func mopF(raw []byte) (string, bool) {
+	switch string(raw) {
+	case `"r"`:
+		return "r", true
+	case `"append"`:
+		return "append", true
+	case `"w"`:
+		return "w", true
+	}
+	var f string
+	return f, json.Unmarshal(raw, &f) == nil
+}
+
+// splitArray splits the JSON array raw (already known to be valid JSON)
+// into its elements' text, trimmed, without copying; false when raw is
+// not an array. dst is reused.
+func splitArray(raw []byte, dst [][]byte) ([][]byte, bool) {
+	raw = bytes.TrimSpace(raw)
+	dst = dst[:0]
+	if len(raw) < 2 || raw[0] != '[' || raw[len(raw)-1] != ']' {
+		return dst, false
+	}
+	body := raw[1 : len(raw)-1]
+	if len(bytes.TrimSpace(body)) == 0 {
+		return dst, true
+	}
+	depth, inString, escaped, start := 0, false, false, 0
+	for i, c := range body {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+		case ']', '}':
+			depth--
+		case ',':
+			if depth == 0 {
+				dst = append(dst, bytes.TrimSpace(body[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(dst, bytes.TrimSpace(body[start:])), true
+}
+
 type interner map[string]string
 
-func (in interner) key(raw json.RawMessage) string {
+func (in interner) key(raw []byte) string {
 	if s, ok := in[string(raw)]; ok {
 		return s
 	}
@@ -279,19 +394,21 @@ func lostUpdates(txns []Txn, write string, readValue func(Mop) string) []Anomaly
 		if t.Type != history.OK {
 			continue
 		}
-		reads := map[string]string{}
+		// The first read of each key, rendered only when the key is then
+		// written (most reads are not followed by a write of their key).
+		reads := map[string]Mop{}
 		wrote := map[string]bool{}
 		for _, m := range t.Mops {
 			if m.F == write {
 				if wrote[m.Key] {
 					continue
 				}
-				rv, read := reads[m.Key]
+				rm, read := reads[m.Key]
 				if !read {
 					continue
 				}
 				wrote[m.Key] = true
-				g := kv{m.Key, rv}
+				g := kv{m.Key, readValue(rm)}
 				if len(groups[g]) == 0 {
 					order = append(order, g)
 				}
@@ -299,7 +416,7 @@ func lostUpdates(txns []Txn, write string, readValue func(Mop) string) []Anomaly
 				continue
 			}
 			if _, read := reads[m.Key]; !read {
-				reads[m.Key] = readValue(m)
+				reads[m.Key] = m
 			}
 		}
 	}
