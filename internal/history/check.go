@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -30,7 +31,8 @@ type Result struct {
 	Warnings []string
 }
 
-// MaxListed is how many values and operations a finding lists.
+// MaxListed is how many values a finding lists, and how many operations
+// the console and a check's detail name.
 const MaxListed = 8
 
 // Detail renders the result as a check's detail text.
@@ -47,8 +49,10 @@ func (r *Result) add(kind string, bad bool, values []string, ops []*Op) {
 		}
 		f.Values = append(f.Values, v)
 	}
+	// Every operation, up to a bound: the report lists them all (a run
+	// that lost 1,830 writes shows the 1,830).
 	for i, o := range ops {
-		if i == MaxListed {
+		if i == limits.MaxFindingOps {
 			break
 		}
 		f.Ops = append(f.Ops, RefOf(o))

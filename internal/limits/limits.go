@@ -94,6 +94,10 @@ const (
 	// MaxReportBands bounds the operation bands drawn across each chart
 	// of report.html.
 	MaxReportBands = 1_000
+	// MaxFindingOps bounds the operations one history finding names in
+	// verdict.json (every lost write of a run, up to this), and so the
+	// rows of report.html's table of them.
+	MaxFindingOps = 10_000
 	// MaxReportFiles bounds the files report.html links to and shows
 	// the last lines of.
 	MaxReportFiles = 5_000

@@ -38,6 +38,7 @@ func runRows() []string {
 		fmt.Sprintf("| bars and milestones in `report.html`'s timeline | %d | the rest are left out, and the page says so |", MaxReportBars),
 		fmt.Sprintf("| operation bands across `report.html`'s rows and each chart | %d | the rest are left out, and the page says so |", MaxReportBands),
 		fmt.Sprintf("| files `report.html` lists | %d | the rest are left out, and the page says so |", MaxReportFiles),
+		fmt.Sprintf("| operations one history finding names (`verdict.json`, `report.html`) | %d | the count says how many there were; the page says so |", MaxFindingOps),
 		fmt.Sprintf("| fault sections of `evidence.md` | %d | the rest are left out, and the page says so |", MaxEvidenceFaults),
 		fmt.Sprintf("| operation annotations of a dashboard | %d | the rest are left out, and its description says so |", MaxDashboardAnnotations),
 		fmt.Sprintf("| events the flow writes to the timeline | %d less %d | the flow is stopped, ERROR, cleanup reverts everything |", MaxEvents, TimelineReserveEvents),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/history"
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/runview"
 	"github.com/chaos-harness/chaos/internal/verdict"
 )
@@ -59,16 +60,31 @@ type finding struct {
 	Bad                  bool
 	Values               string
 	Ops                  []findingOp
+	// All are every operation the finding names (up to
+	// limits.MaxFindingOps), when there are more than the cell shows:
+	// a scrollable table of them follows. ID anchors it; Unlisted says
+	// how many the checker counted but did not name.
+	All      []findingRow
+	ID       string
+	Unlisted int
 }
 
 type findingOp struct {
 	Text, Zoom, File string
 }
 
+// findingRow is one operation of a finding's table.
+type findingRow struct {
+	N                            int
+	Instance, Process, F, Value  string
+	Type, Start, End, Zoom, File string
+}
+
 // buildHistories draws each workload's history and lists the checkers'
 // findings.
 func buildHistories(r *runview.Run, span float64) (plots []*histPlot, findings []finding, note string) {
 	marked := map[string]bool{} // instance/line of operations checkers named
+	tableRows := limits.MaxFindingOps
 	if v := r.Verdict; v != nil {
 		for _, c := range v.Checks {
 			for _, f := range c.Findings {
@@ -79,17 +95,37 @@ func buildHistories(r *runview.Run, span float64) (plots []*histPlot, findings [
 						fd.Values += fmt.Sprintf(", … (%d more)", f.Count-len(f.Values))
 					}
 				}
-				for i, o := range f.Ops {
-					if i == maxFindingOps {
-						break
+				// The tables of all the findings together list at most
+				// limits.MaxFindingOps operations: a hostile verdict.json
+				// of many findings makes no page of gigabytes.
+				ops := f.Ops
+				table := len(ops) > maxFindingOps && tableRows > 0
+				if table {
+					ops = ops[:min(len(ops), max(tableRows, maxFindingOps))]
+					tableRows -= len(ops)
+				} else if len(ops) > maxFindingOps {
+					ops = ops[:maxFindingOps]
+				}
+				for i, o := range ops {
+					w, _, _ := experiment.SplitInstance(o.Instance)
+					z := fmt.Sprintf("#t=%s-%s", num(math.Max(0, o.Start-0.5), 3), num(math.Min(span, o.End+0.5), 3))
+					file := href(fmt.Sprintf("workloads/%s/instances/%s/output/%s", w, o.Instance, history.File))
+					if table {
+						fd.All = append(fd.All, findingRow{N: i + 1, Instance: o.Instance, Process: o.Process, F: o.F, Value: clip(o.Value, 200), Type: o.Type, Start: num(o.Start, 3), End: num(o.End, 3), Zoom: z, File: file})
+					}
+					if i >= maxFindingOps {
+						continue
 					}
 					marked[o.Instance+"\x00"+strconv.Itoa(o.Line)] = true
-					w, _, _ := experiment.SplitInstance(o.Instance)
 					fd.Ops = append(fd.Ops, findingOp{
 						Text: fmt.Sprintf("%s/%s %s %s %s, t=%s to %s (line %d)", o.Instance, o.Process, o.F, clip(o.Value, 80), o.Type, num(o.Start, 3), num(o.End, 3), o.Line),
-						Zoom: fmt.Sprintf("#t=%s-%s", num(math.Max(0, o.Start-0.5), 3), num(math.Min(span, o.End+0.5), 3)),
-						File: href(fmt.Sprintf("workloads/%s/instances/%s/output/%s", w, o.Instance, history.File)),
+						Zoom: z,
+						File: file,
 					})
+				}
+				if fd.All != nil {
+					fd.ID = fmt.Sprintf("finding-%d", len(findings))
+					fd.Unlisted = max(0, f.Count-len(fd.All))
 				}
 				findings = append(findings, fd)
 			}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,6 +37,12 @@ checks:
 // verdict.json.
 func historyRun(t testing.TB, n int) string {
 	t.Helper()
+	return historyRunLosing(t, n, func(w, i int) bool { return w == 0 && i == 3 })
+}
+
+// historyRunLosing is historyRun with the elements lost chosen by lose.
+func historyRunLosing(t testing.TB, n int, lose func(w, i int) bool) string {
+	t.Helper()
 	r := vt.New(t, "hist", historyExperiment, "").Started("hist", "local")
 	r.Instance("writer", "writer-0", vt.Code(0)).Instance("writer", "writer-1", vt.Code(0)).Instance("reader", "reader-0", vt.Code(0))
 	for i := 0; i < 4; i++ {
@@ -60,7 +68,7 @@ func historyRun(t testing.TB, n int) string {
 			}
 			fmt.Fprintf(&b, `{"process":0,"type":"invoke","f":"add","value":%d,"t":%.6f}`+"\n", elem, t0)
 			fmt.Fprintf(&b, `{"process":0,"type":%q,"f":"add","value":%d,"t":%.6f}`+"\n", typ, elem, t0+step*(0.2+0.07*float64(i%10)))
-			if typ == "ok" && !(w == 0 && i == 3) {
+			if typ == "ok" && !lose(w, i) {
 				read = append(read, fmt.Sprint(elem))
 			}
 		}
@@ -184,4 +192,79 @@ func mustJSON(t testing.TB, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestLostWritesAll: a run that lost 1,830 acknowledged writes lists every
+// one of them in a scrollable table (not the first 8), and the timeline
+// draws the span from the first lost write's invocation to the last one's
+// acknowledgement across its rows, with a row of the lost writes.
+func TestLostWritesAll(t *testing.T) {
+	// Writer 1 loses its writes from the 100th to the 1,970th but those
+	// that failed or were of unknown outcome: 1,830 acknowledged ones.
+	root := historyRunLosing(t, 2000, func(w, i int) bool { return w == 1 && i >= 100 && i <= 1970 })
+	r, err := runview.Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := Write(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	doc, err := html.Parse(strings.NewReader(page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, "lost: 1830 acknowledged adds missing") {
+		t.Fatalf("the run should lose 1830 writes; the page says %q", between(page, "lost:", "\n"))
+	}
+	tables := find(doc, func(n *html.Node) bool { return n.Data == "table" && hasClass(n, "finding-ops") })
+	if len(tables) != 1 {
+		t.Fatalf("%d tables of a finding's operations, want 1", len(tables))
+	}
+	rows := find(tables[0], tag("tr"))
+	if len(rows) != 1+1830 {
+		t.Errorf("the table has %d rows, want a header and 1830", len(rows))
+	}
+	// In the order of their invocations, each with its value and a link
+	// that zooms to it.
+	first, last := text(rows[1]), text(rows[len(rows)-1])
+	if !strings.Contains(first, "writer-1/0") || !strings.Contains(first, "2000100") || !strings.Contains(last, "2001970") {
+		t.Errorf("first row %q, last row %q", first, last)
+	}
+	wrap := tables[0].Parent
+	if !hasClass(wrap, "lines-wrap") {
+		t.Errorf("the table is not in a scrolling box: %s", wrap.Data)
+	}
+	if !strings.Contains(page, `<a href="#finding-0">all 1830 in the table below</a>`) {
+		t.Error("the findings table does not link to the table of all of them")
+	}
+	// The span: writes 100 to 1970 of 2000 between t=1 and t=5.
+	bands := find(doc, func(n *html.Node) bool { return n.Data == "rect" && hasClass(n, "lost") })
+	if len(bands) != 1 {
+		t.Fatalf("%d lost-write bands on the timeline, want 1", len(bands))
+	}
+	span := r.End
+	x, _ := strconv.ParseFloat(attr(bands[0], "x"), 64)
+	w, _ := strconv.ParseFloat(attr(bands[0], "width"), 64)
+	s0, e0 := x/plotW*span, (x+w)/plotW*span
+	if math.Abs(s0-(1+4.0/2000*100)) > 0.01 || math.Abs(e0-(1+4.0/2000*1970+4.0/2000*0.2)) > 0.02 {
+		t.Errorf("the band spans %.3f to %.3f s", s0, e0)
+	}
+	if title := find(bands[0], tag("title")); len(title) != 1 || !strings.Contains(title[0].FirstChild.Data, "1830 acknowledged writes lost") {
+		t.Errorf("the band has no title saying what it is")
+	}
+	var row *html.Node
+	for _, n := range find(doc, func(n *html.Node) bool { return n.Data == "text" && hasClass(n, "finding") }) {
+		row = n
+	}
+	if row == nil || !strings.HasPrefix(text(row), "lost · ") {
+		t.Error("the timeline has no row of the lost writes")
+	}
+}
+
+func between(s, a, b string) string {
+	_, after, _ := strings.Cut(s, a)
+	before, _, _ := strings.Cut(after, b)
+	return a + before
 }

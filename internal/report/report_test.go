@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -644,5 +646,111 @@ func TestPrepareEmptyPage(t *testing.T) {
 	_, after := render(t, root)
 	if !bytes.Equal(before, after) {
 		t.Error("the page differs after Prepare")
+	}
+}
+
+// TestErrorRunTimeline: a run that ended ERROR before its flow ran (a
+// preflight check failed) draws, on a timeline that had been empty, each
+// preflight check with its outcome, the settle wait it skipped, and the
+// error; a run that settled draws the wait as a bar.
+func TestErrorRunTimeline(t *testing.T) {
+	dir := t.TempDir()
+	s := newSynth(t, dir, "gateway-kill-keeps-state", "20261029T120842Z-0000", "small-experiment.yaml")
+	s.ev(0.001, "run.started", "experiment", "gateway-kill-keeps-state", "version", 3, "seed", 7, "adapter", "fixture-local")
+	s.ev(0.1, "lock.waiting", "lock", "ports", "file", "/tmp/x.lock", "holder", "123", "timeout", "1m0s")
+	s.ev(1.4, "lock.acquired", "lock", "ports", "file", "/tmp/x.lock", "waited", "1.3s")
+	s.ev(1.5, "check.started", "scope", "preflight", "check", "docker-daemon")
+	s.ev(1.7, "check.finished", "scope", "preflight", "check", "docker-daemon", "ok", true, "detail", "")
+	s.ev(1.7, "check.started", "scope", "preflight", "check", "port-<free>")
+	s.ev(2.9, "check.finished", "scope", "preflight", "check", "port-<free>", "ok", false, "detail", "port 5432 is <taken>")
+	s.ev(3.0, "flow.skipped", "reason", "preflight failed")
+	s.ev(3.1, "settle.skipped", "duration", "5s", "reason", "the flow did not run")
+	s.ev(3.2, "run.finished", "verdict", "ERROR")
+	root := s.finish()
+	_, out := render(t, root)
+	doc, err := html.Parse(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := find(doc, func(n *html.Node) bool { return n.Data == "svg" && attr(n, "id") == "timeline" })[0]
+	labels := map[string]string{}
+	for _, n := range find(svg, func(n *html.Node) bool { return n.Data == "text" && hasClass(n, "phase") }) {
+		labels[text(n)] = attr(n, "y")
+	}
+	for _, want := range []string{"run lock", "preflight docker-daemon", "preflight port-<free>", "settle", "run"} {
+		if _, ok := labels[want]; !ok {
+			t.Errorf("no timeline row %q (rows %v)", want, labels)
+		}
+	}
+	// The failed check: a milestone at its end, red, saying why; the row
+	// says it failed.
+	var titles []string
+	for _, m := range find(svg, func(n *html.Node) bool { return n.Data == "path" && hasClass(n, "ms") }) {
+		title := find(m, tag("title"))[0].FirstChild.Data
+		titles = append(titles, title)
+		if strings.Contains(title, "port-<free> FAILED") {
+			if attr(m, "data-t") != "2.9" || attr(m, "fill") != colRed {
+				t.Errorf("the failed check's milestone is at %s, %s", attr(m, "data-t"), attr(m, "fill"))
+			}
+			if !strings.Contains(title, "port 5432 is <taken>") {
+				t.Errorf("the failed check's milestone does not say why: %q", title)
+			}
+		}
+	}
+	joined := strings.Join(titles, "\n")
+	for _, want := range []string{"preflight check docker-daemon passed", "preflight check port-<free> FAILED", "settle wait of 5s skipped: the flow did not run", "flow skipped: preflight failed"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no milestone says %q:\n%s", want, joined)
+		}
+	}
+	if !strings.Contains(text(svg), "failed") {
+		t.Error("the failed check's row does not say it failed")
+	}
+	// The lock wait and the checks that took time are bars.
+	var bars []string
+	for _, b := range find(svg, func(n *html.Node) bool { return n.Data == "rect" && hasClass(n, "ph") }) {
+		bars = append(bars, find(b, tag("title"))[0].FirstChild.Data)
+	}
+	if len(bars) != 3 || !strings.Contains(bars[0], "waited for the run lock ports") {
+		t.Errorf("phase bars %q", bars)
+	}
+
+	// A run that settled: the wait is a bar from settle.started for its
+	// duration; an interrupted one ends at the interruption, marked.
+	for _, c := range []struct {
+		evs    func(s *synth)
+		s, e   float64
+		marked bool
+	}{
+		{func(s *synth) {
+			s.ev(10, "settle.started", "duration", "5s")
+			s.ev(15.01, "run.finished", "verdict", "PASS")
+		}, 10, 15, false},
+		{func(s *synth) {
+			s.ev(10, "settle.started", "duration", "5s")
+			s.ev(12, "settle.interrupted", "reason", "SIGINT")
+			s.ev(12.5, "run.finished", "verdict", "ERROR")
+		}, 10, 12, true},
+	} {
+		s := newSynth(t, t.TempDir(), "gateway-kill-keeps-state", "20261029T120842Z-0001", "small-experiment.yaml")
+		s.ev(0.001, "run.started", "experiment", "gateway-kill-keeps-state", "version", 3, "seed", 7, "adapter", "fixture-local")
+		c.evs(s)
+		r, out := render(t, s.finish())
+		doc, _ := html.Parse(bytes.NewReader(out))
+		var bar *html.Node
+		for _, b := range find(doc, func(n *html.Node) bool { return n.Data == "rect" && hasClass(n, "ph") }) {
+			bar = b
+		}
+		if bar == nil {
+			t.Fatal("no settle bar")
+		}
+		x, _ := strconv.ParseFloat(attr(bar, "x"), 64)
+		w, _ := strconv.ParseFloat(attr(bar, "width"), 64)
+		if s0, e0 := x/plotW*r.End, (x+w)/plotW*r.End; math.Abs(s0-c.s) > 0.02 || math.Abs(e0-c.e) > 0.02 {
+			t.Errorf("the settle bar spans %.3f to %.3f, want %.0f to %.0f", s0, e0, c.s, c.e)
+		}
+		if got := strings.Contains(string(out), "settle wait interrupted: SIGINT"); got != c.marked {
+			t.Errorf("interrupted mark: %v, want %v", got, c.marked)
+		}
 	}
 }

@@ -39,10 +39,17 @@ const (
 type gantt struct {
 	Height, PlotTop int
 	Rows            []grow
-	Bands           []gbar // operations drawn faintly across every row
-	Bars            []gbar
-	Milestones      []gms
-	Ticks           []tick
+	// EmptyY, when not 0, is where to say that nothing ran (no flow, no
+	// instance): below what the run did around its flow, if anything.
+	EmptyY int
+	Bands  []gbar // operations drawn faintly across every row
+	// LostBands span, across every row, the writes a check found
+	// acknowledged and then lost: from the first one's invocation to
+	// the last one's acknowledgement.
+	LostBands  []gbar
+	Bars       []gbar
+	Milestones []gms
+	Ticks      []tick
 	// Marks are the lines of watchers, logs and failed scrapes, each a
 	// short vertical stroke on its source's row.
 	Marks []gmark
@@ -183,6 +190,36 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 	}
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].start < rows[j].start })
 
+	// What the run did around its flow: the lock, preflight, settling.
+	if prows, marks := runPhases(r.Events, span); len(prows) > 0 {
+		add(grow{Section: true, Label: "run", Title: "the run lock, preflight checks, the settle wait and what ended the run early"})
+		at := map[string]int{}
+		failed := map[string]int{}
+		for _, m := range marks {
+			if m.Failed {
+				failed[m.Row]++
+			}
+		}
+		for _, name := range prows {
+			row := grow{Kind: "phase", Label: name, Title: name}
+			if n := failed[name]; n > 0 {
+				row.Right, row.RightCls = "failed", "bad"
+				if n > 1 {
+					row.Right = fmt.Sprintf("%d failed", n)
+				}
+			}
+			at[name] = add(row)
+		}
+		for _, m := range marks {
+			ry := at[m.Row]
+			if m.E > m.S {
+				g.Bars = append(g.Bars, bar(ry, m.S, m.E, m.Fill, "ph", m.Tip, m.Milestone))
+			}
+			if m.Milestone {
+				g.Milestones = append(g.Milestones, milestone(ry, m.E, m.Fill, m.Tip+" · at "+secs(m.E)))
+			}
+		}
+	}
 	if len(rows) > 0 {
 		add(grow{Section: true, Label: "flow", Title: "flow nodes and operations"})
 	}
@@ -319,8 +356,21 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 			}
 		}
 	}
+	lost := addFindingRows(r, add, func(ry int, s, e float64, tip string) {
+		g.Bars = append(g.Bars, bar(ry, s, e, colRed, "fd", tip, true))
+	})
 	addLineRows(g, lines, span, add)
+	if len(rows) == 0 && len(r.Instances) == 0 && len(r.NamedTargets) == 0 {
+		g.EmptyY = y + 24
+		y += 30
+	}
 	g.Height = y + 6
+	for _, l := range lost {
+		g.LostBands = append(g.LostBands, gbar{
+			X: num(tx(l.s, span), 2), W: num(math.Max(0.5, tx(l.e, span)-tx(l.s, span)), 2),
+			Y: itoa(axisH), H: itoa(y - axisH), Title: l.tip + " · " + when(l.s, l.e),
+		})
+	}
 	// Operations, faintly, across every row.
 	for i, op := range r.Operations {
 		if i >= limits.MaxReportBands {
@@ -583,4 +633,45 @@ func relTime(t, step, span float64) string {
 		return fmt.Sprintf("%d:%02d:%02d%s", s/3600, s/60%60, s%60, frac)
 	}
 	return fmt.Sprintf("%02d:%02d%s", s/60, s%60, frac)
+}
+
+// maxFindingRows bounds the timeline rows of checkers' findings.
+const maxFindingRows = 20
+
+// addFindingRows adds a row for each bad finding of a history check that
+// names operations, each operation a thin bar at its times, and returns
+// the span of each lost-writes finding, to draw across every row.
+func addFindingRows(r *runview.Run, add func(grow) int, bar func(ry int, s, e float64, tip string)) (lost []gbar) {
+	if r.Verdict == nil {
+		return nil
+	}
+	rows := 0
+	for _, c := range r.Verdict.Checks {
+		for _, f := range c.Findings {
+			if !f.Bad || len(f.Ops) == 0 || rows == maxFindingRows {
+				continue
+			}
+			if rows == 0 {
+				add(grow{Section: true, Label: "findings", Title: "what the history checks found, each operation they name at its times"})
+			}
+			rows++
+			ops := f.Ops
+			if len(ops) > limits.MaxFindingOps {
+				ops = ops[:limits.MaxFindingOps]
+			}
+			ry := add(grow{Kind: "finding", Label: clip(f.Kind, 40) + " · " + clip(c.ID, 60), Title: fmt.Sprintf("%s of %s: %d", f.Kind, c.ID, f.Count), Right: fmt.Sprintf("%d %s", f.Count, clip(f.Kind, 20)), RightCls: "bad"})
+			s, e := math.Inf(1), math.Inf(-1)
+			for _, o := range ops {
+				if !(o.Start >= 0 && o.End >= o.Start && o.End <= limits.MaxRunSeconds) {
+					continue
+				}
+				bar(ry, o.Start, o.End, fmt.Sprintf("%s: %s/%s %s %s %s", f.Kind, o.Instance, o.Process, o.F, clip(o.Value, 80), o.Type))
+				s, e = math.Min(s, o.Start), math.Max(e, o.End)
+			}
+			if f.Kind == "lost" && s <= e {
+				lost = append(lost, gbar{s: s, e: e, tip: fmt.Sprintf("%d acknowledged writes lost (%s)", f.Count, c.ID)})
+			}
+		}
+	}
+	return lost
 }
