@@ -201,16 +201,8 @@ func mustJSON(t testing.TB, v any) []byte {
 func TestLostWritesAll(t *testing.T) {
 	// Writer 1 loses its writes from the 100th to the 1,970th but those
 	// that failed or were of unknown outcome: 1,830 acknowledged ones.
-	root := historyRunLosing(t, 2000, func(w, i int) bool { return w == 1 && i >= 100 && i <= 1970 })
-	r, err := runview.Load(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := Write(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	r, out := render(t, historyRunLosing(t, 2000, func(w, i int) bool { return w == 1 && i >= 100 && i <= 1970 }))
+	page := string(out)
 	doc, err := html.Parse(strings.NewReader(page))
 	if err != nil {
 		t.Fatal(err)

@@ -191,7 +191,7 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].start < rows[j].start })
 
 	// What the run did around its flow: the lock, preflight, settling.
-	if prows, marks := runPhases(r.Events, span); len(prows) > 0 {
+	if prows, marks, unshown := runPhases(r.Events, span); len(prows) > 0 {
 		add(grow{Section: true, Label: "run", Title: "the run lock, preflight checks, the settle wait and what ended the run early"})
 		at := map[string]int{}
 		failed := map[string]int{}
@@ -201,7 +201,10 @@ func buildGantt(r *runview.Run, span float64, lines []runview.Line) (*gantt, str
 			}
 		}
 		for _, name := range prows {
-			row := grow{Kind: "phase", Label: name, Title: name}
+			row := grow{Kind: "phase", Label: clip(name, 40), Title: name}
+			if n := unshown[name]; n > 0 {
+				row.Title += fmt.Sprintf(" (%d more not drawn; timeline.jsonl has them)", n)
+			}
 			if n := failed[name]; n > 0 {
 				row.Right, row.RightCls = "failed", "bad"
 				if n > 1 {

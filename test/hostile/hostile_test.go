@@ -248,6 +248,50 @@ var corpus = []artefact{
 			m["command"] = []any{"chaos", "run", "--settle", "2562047h", "--otlp-http", "0.0.0.0:4318", "x.yaml"}
 		})
 	}},
+	{"verdict-findings-beyond-limits", func(t *testing.T, a *paths) {
+		// Findings naming more operations than verdict.json ever holds,
+		// with markup, absurd times and cycles whose edges point nowhere.
+		editJSON(t, filepath.Join(a.run, "verdict.json"), func(m map[string]any) {
+			checks, _ := m["checks"].([]any)
+			if len(checks) == 0 {
+				t.Fatal("verdict.json has no checks")
+			}
+			ops := make([]any, 12_000)
+			for i := range ops {
+				ops[i] = map[string]any{"instance": "<b>w-0</b>", "process": "0", "f": "add", "type": "ok", "value": "<script>x</script>", "line": i, "start": 1e300, "end": -1}
+			}
+			var cycle []any
+			for i := 0; i < 30; i++ {
+				cycle = append(cycle, map[string]any{"from": i, "to": i*1000 - 7, "rel": "<rw>", "key": "<k>"})
+			}
+			var fs []any
+			for i := 0; i < 12; i++ {
+				fs = append(fs, map[string]any{"kind": "lost", "count": 1 << 40, "bad": true, "ops": ops, "cycle": cycle})
+			}
+			checks[0].(map[string]any)["findings"] = fs
+		})
+	}},
+	{"timeline-many-preflight-checks", func(t *testing.T, a *paths) {
+		f, err := os.OpenFile(filepath.Join(a.run, "timeline.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 2,000, well past what the report draws of them (40 rows of
+		// checks, 200 marks a row): evaluate prints every failed check
+		// (1 MB at 20,000) and takes minutes over 200,000, as it did
+		// before the report drew preflight checks.
+		w := bufio.NewWriterSize(f, 1<<20)
+		for i := 0; i < 2_000; i++ {
+			fmt.Fprintf(w, "{\"t\": 0.5, \"ts\": \"2026-10-29T11:26:50.000000Z\", \"event\": \"check.started\", \"scope\": \"preflight\", \"check\": \"<c%d>\"}\n", i)
+			fmt.Fprintf(w, "{\"t\": 0.6, \"ts\": \"2026-10-29T11:26:50.100000Z\", \"event\": \"check.finished\", \"scope\": \"preflight\", \"check\": \"<c%d>\", \"ok\": false, \"detail\": \"<b>no</b>\"}\n", i)
+			fmt.Fprintf(w, "{\"t\": 0.6, \"ts\": \"2026-10-29T11:26:50.100000Z\", \"event\": \"lock.waiting\", \"lock\": \"<l>\"}\n{\"t\": 0.6, \"ts\": \"2026-10-29T11:26:50.100000Z\", \"event\": \"lock.acquired\", \"lock\": \"<l>\"}\n")
+		}
+		fmt.Fprintf(w, "{\"t\": 0.7, \"ts\": \"2026-10-29T11:26:50.200000Z\", \"event\": \"settle.started\", \"duration\": \"2562047h\"}\n")
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}},
 	{"experiment-asks-a-week-of-search", func(t *testing.T, a *paths) {
 		p := filepath.Join(a.run, "experiment.yaml")
 		data, _ := os.ReadFile(p)
