@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/chaos-harness/chaos/internal/history"
+	"github.com/chaos-harness/chaos/internal/limits"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -274,11 +275,12 @@ func Check(h *history.History, opt Options) *history.Result {
 		}
 		f := rundir.Finding{Kind: t, Count: len(cases), Bad: a.bad[t], Values: values}
 		for i, o := range ops {
-			if i == history.MaxListed {
+			if i == limits.MaxFindingOps {
 				break
 			}
 			f.Ops = append(f.Ops, history.RefOf(o))
 		}
+		f.Cycle = cycleEdges(cases[0], len(f.Ops))
 		r.Findings = append(r.Findings, f)
 	}
 	var others []string
@@ -300,6 +302,28 @@ func Check(h *history.History, opt Options) *history.Result {
 		r.Summary = append(r.Summary, "satisfies none of "+strings.Join(candidates, ", "))
 	}
 	return r
+}
+
+// cycleEdges is a cycle's witness for verdict.json: each step an edge
+// between the anomaly's transactions, as positions in its list of them
+// (of which the finding names the first n).
+func cycleEdges(c Anomaly, n int) []rundir.Edge {
+	pos := map[int]int{}
+	for i, t := range c.Txns {
+		if _, seen := pos[t]; !seen {
+			pos[t] = i
+		}
+	}
+	var out []rundir.Edge
+	for _, s := range c.Steps {
+		from, okf := pos[s.From]
+		to, okt := pos[s.To]
+		if !okf || !okt || from >= n || to >= n {
+			return nil
+		}
+		out = append(out, rundir.Edge{From: from, To: to, Rel: s.Rel.String(), Key: s.Why.Key, Value: s.Why.Value, Value2: s.Why.Value2})
+	}
+	return out
 }
 
 // describe renders an anomaly as lines a person can check by hand: a

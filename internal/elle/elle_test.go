@@ -10,6 +10,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/history"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 // txnHist builds a history from lines "process type value start end" (the
@@ -177,6 +178,19 @@ func TestWitness(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("witness:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// verdict.json's finding carries the same cycle as edges between its
+	// operations, for the report to draw.
+	r := Check(txnHist(t, `
+		0 ok [["r","x",[]],["append","y",1]] 0 1
+		1 ok [["r","y",[]],["append","x",1]] 0 1`), Options{Kind: ListAppend, Models: []string{"serializable"}})
+	if len(r.Findings) != 1 {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	f := r.Findings[0]
+	wantEdges := []rundir.Edge{{From: 0, To: 1, Rel: "rw", Key: "x", Value: "(initial)", Value2: "1"}, {From: 1, To: 0, Rel: "rw", Key: "y", Value: "(initial)", Value2: "1"}}
+	if !slices.Equal(f.Cycle, wantEdges) || len(f.Ops) != 2 || f.Ops[0].Line != 1 || f.Ops[1].Line != 3 {
+		t.Errorf("cycle %+v between %+v", f.Cycle, f.Ops)
 	}
 }
 

@@ -67,6 +67,10 @@ type finding struct {
 	All      []findingRow
 	ID       string
 	Unlisted int
+	// Witness is a cycle's witness, one line each (Values joins them);
+	// Graph draws the cycle.
+	Witness []string
+	Graph   *cycleGraph
 }
 
 type findingOp struct {
@@ -85,6 +89,7 @@ type findingRow struct {
 func buildHistories(r *runview.Run, span float64) (plots []*histPlot, findings []finding, note string) {
 	marked := map[string]bool{} // instance/line of operations checkers named
 	tableRows := limits.MaxFindingOps
+	graphs := 0
 	if v := r.Verdict; v != nil {
 		for _, c := range v.Checks {
 			for _, f := range c.Findings {
@@ -122,6 +127,12 @@ func buildHistories(r *runview.Run, span float64) (plots []*histPlot, findings [
 						Zoom: z,
 						File: file,
 					})
+				}
+				if len(f.Cycle) > 0 && graphs < maxCycleGraphs {
+					if fd.Graph = drawCycle(fmt.Sprintf("cycle-%d", len(findings)), f); fd.Graph != nil {
+						graphs++
+						fd.Witness = f.Values
+					}
 				}
 				if fd.All != nil {
 					fd.ID = fmt.Sprintf("finding-%d", len(findings))

@@ -89,6 +89,22 @@ type Finding struct {
 	Bad    bool     `json:"bad"`
 	Values []string `json:"values,omitempty"`
 	Ops    []OpRef  `json:"ops,omitempty"`
+	// Cycle is the witness of a cycle anomaly of a transactional check:
+	// its edges, between the finding's Ops.
+	Cycle []Edge `json:"cycle,omitempty"`
+}
+
+// Edge is one edge of a cycle: from Ops[From] to Ops[To] of its finding,
+// of a kind (ww, wr, rw, process, realtime), with the key and the values
+// that justify it (Value what the first transaction wrote or read, Value2
+// what the second wrote, for ww and rw).
+type Edge struct {
+	From   int    `json:"from"`
+	To     int    `json:"to"`
+	Rel    string `json:"rel"`
+	Key    string `json:"key,omitempty"`
+	Value  string `json:"value,omitempty"`
+	Value2 string `json:"value2,omitempty"`
 }
 
 // OpRef names one operation of a history: the instance that wrote it, its
