@@ -196,18 +196,25 @@ type evaluator struct {
 
 	// covers[i] is the expectation reference that covered v.Checks[i].
 	covers []cover
+	// errSeen holds v.Errors, for errorf.
+	errSeen map[string]bool
 }
 
 // instance is one workload instance the run created.
 type instance struct{ workload, name string }
 
+// errorf adds a harness error once: a set, not a scan of the list, since a
+// hostile timeline can make hundreds of thousands (each failed preflight
+// check is one), and a scan per error made evaluate take minutes.
 func (ev *evaluator) errorf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	for _, e := range ev.v.Errors {
-		if e == msg {
-			return
-		}
+	if ev.errSeen == nil {
+		ev.errSeen = map[string]bool{}
 	}
+	if ev.errSeen[msg] {
+		return
+	}
+	ev.errSeen[msg] = true
 	ev.v.Errors = append(ev.v.Errors, msg)
 }
 
@@ -218,7 +225,7 @@ func (ev *evaluator) run() {
 	if ev.isNA {
 		v.Verdict = rundir.VerdictNA
 		v.NA = ev.na
-		v.Errors = nil
+		v.Errors, ev.errSeen = nil, nil
 		ev.finish()
 		return
 	}
