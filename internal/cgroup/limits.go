@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // CPUPeriodUS is the CFS period the CPU limit uses: the quota is a share
@@ -223,7 +225,57 @@ func Undo(ws []Write) error {
 }
 
 // WriteFile writes one value to an interface file in a single write(2).
+// A v1 memory limit below what the group uses and cannot reclaim is lowered
+// step by step (lowerMemoryLimit).
 func WriteFile(w Write) error {
+	err := writeOnce(w)
+	if errors.Is(err, syscall.EBUSY) && filepath.Base(w.Path) == "memory.limit_in_bytes" {
+		return lowerMemoryLimit(w, err)
+	}
+	return err
+}
+
+// lowerMemoryPatience is how long lowerMemoryLimit waits for a group's
+// use to fall to the limit asked.
+var lowerMemoryPatience = 5 * time.Second
+
+// lowerMemoryLimit gives a v1 memory limit the meaning v2's memory.max has.
+// v1 refuses a limit below the group's use that reclaim cannot reach (EBUSY:
+// anonymous memory without swap), where v2 takes it and the OOM killer
+// acts. So the limit is first set to what the group uses now (page
+// rounded): no allocation can grow it, the next one meets the OOM killer;
+// then the asked limit is written again as the use falls, for up to
+// lowerMemoryPatience. If it never falls that far, the limit stays at the
+// use it had, and the error says so.
+func lowerMemoryLimit(w Write, first error) error {
+	usageFile := filepath.Join(filepath.Dir(w.Path), "memory.usage_in_bytes")
+	deadline := time.Now().Add(lowerMemoryPatience)
+	held := ""
+	for {
+		if err := writeOnce(w); err == nil {
+			return nil
+		} else if !errors.Is(err, syscall.EBUSY) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			if held != "" {
+				return nil // held at the use; the OOM killer meets what grows
+			}
+			return first
+		}
+		if b, err := os.ReadFile(usageFile); err == nil {
+			if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				at := strconv.FormatUint((n+4095)/4096*4096, 10)
+				if writeOnce(Write{w.Path, at}) == nil {
+					held = at
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func writeOnce(w Write) error {
 	// O_TRUNC as a shell's > does: cgroupfs ignores it, a plain file (a
 	// test's fake tree) needs it.
 	f, err := os.OpenFile(w.Path, os.O_WRONLY|os.O_TRUNC, 0)

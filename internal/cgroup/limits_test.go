@@ -1,11 +1,17 @@
 package cgroup
 
 import (
+	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // This machine's layout (v1 controllers, v2 without any), a v2-only
@@ -279,4 +285,72 @@ func readT(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// A v1 memory limit below what the group uses (anonymous memory, no swap)
+// was refused with EBUSY; the limit is now held at the use and lowered to
+// the asked one as the OOM killer ends the process that allocates past it,
+// as v2's memory.max does. Proven on this machine's v1 memory hierarchy.
+func TestMemoryLimitBelowUseOnV1(t *testing.T) {
+	h, err := FindHierarchies()
+	mem, ok := h.V1["memory"]
+	if err != nil || !ok || os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+			t.Fatalf("no v1 memory hierarchy here (%v), and CI is set", err)
+		}
+		t.Skipf("needs root and a v1 memory hierarchy (%v)", err)
+	}
+	dir := filepath.Join(mem.Mount, fmt.Sprintf("chaos-test-oom-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// It holds 64 MiB, then allocates 64 MiB more every 100 ms.
+	cmd := exec.Command("/bin/sh", "-c", `head -c 67108864 /dev/zero | tail > /dev/null & while :; do head -c 67108864 /dev/zero | tail > /dev/null; sleep 0.1; done`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		for i := 0; i < 100; i++ {
+			if b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs")); len(bytes.TrimSpace(b)) > 0 {
+				for _, p := range strings.Fields(string(b)) {
+					if n, err := strconv.Atoi(p); err == nil {
+						syscall.Kill(n, syscall.SIGKILL)
+					}
+				}
+			}
+			if os.Remove(dir) == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	usage := func() uint64 {
+		b, _ := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
+		n, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		return n
+	}
+	for deadline := time.Now().Add(20 * time.Second); usage() < 48<<20; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the group uses %d bytes, never 48 MiB", usage())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := WriteFile(Write{filepath.Join(dir, "memory.limit_in_bytes"), strconv.Itoa(16 << 20)}); err != nil {
+		t.Fatalf("a limit below the use: %v", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
+	got, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	oom, _ := os.ReadFile(filepath.Join(dir, "memory.oom_control"))
+	t.Logf("limit %d, use %d, %s", got, usage(), bytes.ReplaceAll(oom, []byte("\n"), []byte("; ")))
+	if got != 16<<20 {
+		t.Errorf("the limit is %d, want %d once the OOM killer ended what allocated past it", got, 16<<20)
+	}
+	if !bytes.Contains(oom, []byte("oom_kill ")) || bytes.Contains(oom, []byte("oom_kill 0")) {
+		t.Errorf("no OOM kill in the group: %s", oom)
+	}
 }

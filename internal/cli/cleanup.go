@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -27,7 +28,10 @@ machine) left behind: processes that carry its CHAOS_RUN_ID marker and, on
 backends that label what they create, its containers, and on Kubernetes its
 namespace, pods, ConfigMaps and controllers and a campaign's Jobs; what
 faults changed on pods the run did not create is put back (a controller
-scaled to zero, a frozen pod).
+scaled to zero, a frozen pod). First, whatever the backend, what faults
+changed on this machine around the run's processes, containers or pods is
+put back from the harness's journals here: network rules, resource limits,
+stress helpers, filler files, clock patches.
 
 With RUN (a run directory or a run id; for a campaign run as Jobs, the
 campaign's directory or id), only that run's leftovers. With no
@@ -65,15 +69,25 @@ removed; 4 a RUN that is neither a run directory nor a run id.`,
 				ids = []string{""}
 			}
 			found := 0
+			say := func(what string) {
+				found++
+				fmt.Fprintln(s.out, what)
+			}
+			// The journals of this machine first, whatever --backend says:
+			// a pod's or a container's network rules and limits are this
+			// machine's, and go before the backends remove what holds them.
+			for _, id := range ids {
+				if err := fault.RestoreHost(ctx, id, dryRun, say); err != nil {
+					failed = true
+					fmt.Fprintf(s.err, "chaos: cleanup: %v\n", err)
+				}
+			}
 			for _, r := range backend.All() {
 				if r.Cleanup == nil || (only != "" && r.Name != only) {
 					continue
 				}
 				for _, id := range ids {
-					err := r.Cleanup(ctx, backend.Cleanup{RunID: id, DryRun: dryRun, Env: s.st.Env, Found: func(what string) {
-						found++
-						fmt.Fprintln(s.out, what)
-					}})
+					err := r.Cleanup(ctx, backend.Cleanup{RunID: id, DryRun: dryRun, Env: s.st.Env, Found: say})
 					if err != nil {
 						failed = true
 						fmt.Fprintf(s.err, "chaos: cleanup (%s): %v\n", r.Name, err)

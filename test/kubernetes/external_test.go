@@ -3,7 +3,9 @@ package kubernetes_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	kbackend "github.com/chaos-harness/chaos/internal/backend/kubernetes"
+	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
 )
 
 // gatewayLabels are the labels of the OpenShell gateway's pods, as its
@@ -286,4 +289,93 @@ flow:
 	if err != nil || *d.Spec.Replicas != 1 || d.Annotations[kbackend.AnnotationRestoreReplicas] != "" || d.Annotations[kbackend.AnnotationPid] != "" {
 		t.Fatalf("after cleanup: %v replicas %d, annotations %v", err, *d.Spec.Replicas, d.Annotations)
 	}
+}
+
+// netState is what the network namespace of pid holds that a fault could
+// have left: the nftables ruleset, the iptables rules (iptables-save, both
+// legacy and nft back ends print theirs) and the qdiscs.
+func netState(t *testing.T, pid int) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save"}, {"tc", "qdisc", "show"}} {
+		out, err := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(pid), "-n", "--"}, c...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s in the namespace of %d: %v\n%s", strings.Join(c, " "), pid, err, out)
+		}
+		b.Write(out)
+	}
+	return b.String()
+}
+
+// TestExternalNetworkFaultsCleanedUpAfterSIGKILL: four network faults
+// (latency through the delay queue, bandwidth through tbf, loss and a
+// blackhole) held on the installed gateway's pod, whose namespace outlives
+// any run; the harness is SIGKILLed while they hold. The rules are there;
+// chaos cleanup --backend kubernetes RUN removes every one of them, from
+// the run's journal on this machine (it removed none: only the process
+// backend read that journal), and the gateway runs on untouched.
+func TestExternalNetworkFaultsCleanedUpAfterSIGKILL(t *testing.T) {
+	cs := cluster(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the network faults need root")
+	}
+	ctx := context.Background()
+	gw := testNamespace(t, cs, "chaos-gwnet", map[string]string{kbackend.ConsentKey: "true"})
+	installGateway(t, cs, gw)
+	adapterFile := openshellAdapter(t, gw)
+	x := write(t, "net.yaml", `apiVersion: chaos/v1alpha1
+id: k8s-external-net-killed
+workloads:
+  - {name: w, run: "sleep 120"}
+operations:
+  - {name: slow, uses: latency, target: gateway, network: {delay: 50ms}}
+  - {name: thin, uses: bandwidth, target: gateway, network: {rate: 1mbit}}
+  - {name: lossy, uses: loss, target: gateway, network: {percent: 30}}
+  - {name: hole, uses: blackhole, target: gateway}
+flow:
+  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, slow, thin, lossy, hole]}]
+`)
+	runs := t.TempDir()
+	startKilled(t, runs, func() bool {
+		m, _ := filepath.Glob(filepath.Join(runs, "k8s-external-net-killed", "*", "timeline.jsonl"))
+		return len(m) == 1 && netfaulttest.FindEvent(filepath.Dir(m[0]), "network.applied", map[string]string{"operation": "hole"}) != nil
+	}, "run", "--plain", "--adapter", adapterFile, x)
+	pods, err := cs.CoreV1().Pods(gw).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=openshell-gateway"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("gateway pods: %v (%d)", err, len(pods.Items))
+	}
+	uid := pods.Items[0].UID
+	_, id, _ := strings.Cut(pods.Items[0].Status.ContainerStatuses[0].ContainerID, "://")
+	pid := pidOfContainer(id)
+	if pid == 0 {
+		t.Fatalf("no process of the gateway's container %s on this machine", id)
+	}
+	before := netState(t, pid)
+	if !strings.Contains(before, "CHAOS_") && !strings.Contains(before, "chaos") {
+		t.Fatalf("the killed run left no rule in the gateway's namespace to clean up:\n%s", before)
+	}
+	if !strings.Contains(before, "tbf") {
+		t.Fatalf("the killed run left no bandwidth qdisc in the gateway's namespace:\n%s", before)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(runs, "k8s-external-net-killed", "*"))
+	if len(dirs) != 1 {
+		t.Fatalf("run directories %v", dirs)
+	}
+	// With the run (not every run whose harness is gone: other tests'
+	// killed runs on this machine are theirs to clean up), and
+	// --backend kubernetes: the rules are in a pod's namespace, and the
+	// journals of this machine are read whatever the backend.
+	r := chaos(t, runs, "cleanup", "--backend", "kubernetes", dirs[0])
+	if r.code != 0 {
+		t.Fatalf("cleanup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	after := netState(t, pid)
+	if strings.Contains(after, "CHAOS_") || strings.Contains(strings.ToLower(after), "chaos") || strings.Contains(after, "tbf") {
+		t.Fatalf("after chaos cleanup the gateway's namespace still holds the run's rules:\n%s\ncleanup said:\n%s", after, r.stdout)
+	}
+	pods, err = cs.CoreV1().Pods(gw).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=openshell-gateway"})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].UID != uid {
+		t.Fatalf("the gateway's pod was replaced or removed by cleanup: %v", err)
+	}
+	t.Logf("chaos cleanup:\n%s", r.stdout)
 }

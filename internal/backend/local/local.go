@@ -22,8 +22,6 @@ import (
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/cgroup"
-	"github.com/chaos-harness/chaos/internal/fault"
-	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -206,19 +204,9 @@ func (b *Backend) sortedTargets() []*target {
 func cleanup(ctx context.Context, c backend.Cleanup) error {
 	runID, dryRun, found := c.RunID, c.DryRun, c.Found
 	var errs []string
-	// Network rules first, while the processes that are in the namespaces
-	// the run made still hold them: each rule the run's journal says is
-	// still applied is removed (a namespace no process is in is gone, and
-	// its rules with it).
-	if err := netfault.Cleanup(ctx, "", runID, dryRun, found); err != nil {
-		errs = append(errs, "network rules: "+err.Error())
-	}
-	// Resource faults next, while their processes live: limits written
-	// back, groups released, stress helpers killed, filler files removed
-	// (the journal fault.CleanupResources reads).
-	if err := fault.CleanupResources(ctx, "", runID, dryRun, found); err != nil {
-		errs = append(errs, "resource faults: "+err.Error())
-	}
+	// What the run changed around its processes (network rules, resource
+	// limits) is restored by chaos cleanup before any backend's cleanup,
+	// whatever the backend (fault.RestoreHost).
 	if err := cleanupCgroups(ctx, runID, dryRun, found); err != nil {
 		errs = append(errs, err.Error())
 	}
