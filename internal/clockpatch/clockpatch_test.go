@@ -1,0 +1,251 @@
+//go:build linux && amd64
+
+package clockpatch
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// need fails (CI) or skips the test when a tool is missing.
+func need(t *testing.T, tool string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is needed: %v", tool, err)
+		}
+		t.Skipf("%s is needed: %v", tool, err)
+	}
+	return p
+}
+
+func root(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("ptrace of other processes needs root")
+		}
+		t.Skip("ptrace of other processes needs root")
+	}
+}
+
+func TestPayloadIsAssembled(t *testing.T) {
+	as, objcopy := need(t, "as"), need(t, "objcopy")
+	dir := t.TempDir()
+	obj, bin := filepath.Join(dir, "fake.o"), filepath.Join(dir, "fake.bin")
+	for _, c := range [][]string{{as, "--64", "-o", obj, "fake.S"}, {objcopy, "-O", "binary", "-j", ".text", obj, bin}} {
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	got, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatal("fake.bin is not fake.S assembled: run the commands in fake.S")
+	}
+	out, err := exec.Command(need(t, "nm"), obj).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint64{"off_ns": varOffset, "t0": varT0, "rate": varRate, "mask": varMask, "clock_gettime_fake": funcs[0].off, "gettimeofday_fake": funcs[1].off, "time_fake": funcs[2].off}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue
+		}
+		if w, ok := want[f[2]]; ok {
+			if v, _ := strconv.ParseUint(f[0], 16, 64); v != w {
+				t.Errorf("%s is at %#x in fake.S, %#x in the Go constants", f[2], v, w)
+			}
+			delete(want, f[2])
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("symbols missing from fake.S: %v", want)
+	}
+}
+
+// sample is one line a clock printer wrote, and when the test read it.
+type sample struct {
+	seen                time.Time
+	rt, tod, secs, mono float64
+}
+
+// printer is a running clock printer.
+type printer struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex // guards last
+	last []sample
+}
+
+func start(t *testing.T, prog string) *printer {
+	t.Helper()
+	p := &printer{cmd: exec.Command(prog)}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) != 4 {
+				continue
+			}
+			var v [4]float64
+			for i := range f {
+				v[i], _ = strconv.ParseFloat(f[i], 64)
+			}
+			p.mu.Lock()
+			p.last = append(p.last, sample{time.Now(), v[0], v[1], v[2], v[3]})
+			p.mu.Unlock()
+		}
+	}()
+	p.next(t)
+	return p
+}
+
+// next waits for a line written after now.
+func (p *printer) next(t *testing.T) sample {
+	t.Helper()
+	from := time.Now()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		p.mu.Lock()
+		n := len(p.last)
+		var s sample
+		if n > 0 {
+			s = p.last[n-1]
+		}
+		p.mu.Unlock()
+		// Two lines after from: the first may have been read from the
+		// clock before it.
+		if n > 0 && s.seen.After(from) && p.count(from) >= 2 {
+			return s
+		}
+	}
+	t.Fatal("the clock printer wrote nothing")
+	return sample{}
+}
+
+func (p *printer) count(from time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, s := range p.last {
+		if s.seen.After(from) {
+			n++
+		}
+	}
+	return n
+}
+
+// skew is how far ahead of the true time a sample's clocks read: the wall
+// clock, gettimeofday and time (whole seconds).
+func skew(s sample) (rt, tod, secs float64) {
+	now := float64(s.seen.UnixNano()) / 1e9
+	return s.rt - now, s.tod - now, s.secs - now
+}
+
+func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
+
+// programs builds the clock printers: C through glibc, dynamic and
+// static, and Go (static, the vDSO without libc).
+func programs(t *testing.T) map[string]string {
+	t.Helper()
+	gcc, gobin := need(t, "gcc"), need(t, "go")
+	dir := t.TempDir()
+	progs := map[string]string{"c-dynamic": filepath.Join(dir, "dyn"), "c-static": filepath.Join(dir, "static"), "go": filepath.Join(dir, "goclock")}
+	src := filepath.Join("testdata", "clockprint", "clockprint.c")
+	cmds := [][]string{{gcc, "-O2", "-o", progs["c-dynamic"], src}, {gcc, "-O2", "-static", "-o", progs["c-static"], src}, {gobin, "build", "-o", progs["go"], "./testdata/goclock"}}
+	for _, c := range cmds {
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	out, _ := exec.Command("file", progs["c-static"], progs["go"]).Output()
+	if len(out) > 0 && strings.Count(string(out), "statically linked") != 2 {
+		t.Fatalf("the static printers are not static:\n%s", out)
+	}
+	return progs
+}
+
+func TestOffsetStaticAndDynamic(t *testing.T) {
+	root(t)
+	for name, prog := range programs(t) {
+		t.Run(name, func(t *testing.T) {
+			p := start(t, prog)
+			pid := p.cmd.Process.Pid
+			before := p.next(t)
+			if rt, _, _ := skew(before); !near(rt, 0, 1) {
+				t.Fatalf("before the fault the clock is %.3fs off", rt)
+			}
+			patch, already, err := Plan(pid)
+			if err != nil || already {
+				t.Fatalf("plan: %v (already patched %v)", err, already)
+			}
+			if err := Apply(&patch, Shift{Offset: time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			held := p.next(t)
+			rt, tod, secs := skew(held)
+			t.Logf("held: realtime %+.3fs, gettimeofday %+.3fs, time %+.3fs, monotonic %.3f (before %.3f)", rt, tod, secs, held.mono, before.mono)
+			if !near(rt, 3600, 1) {
+				t.Errorf("held: realtime is %+.3fs off, want +3600s", rt)
+			}
+			if name != "go" && (!near(tod, 3600, 1) || !near(secs, 3600, 2)) {
+				t.Errorf("held: gettimeofday %+.3fs, time %+.3fs, want +3600s", tod, secs)
+			}
+			if d := held.mono - before.mono; d < 0 || d > 60 {
+				t.Errorf("the monotonic clock moved %.3fs, want it untouched", d)
+			}
+			if tp, _ := TracerPid(pid); tp != 0 {
+				t.Errorf("while held, TracerPid is %d", tp)
+			}
+			// A jump: the offset changes without stopping the process.
+			if err := Set(patch, Shift{Offset: -2 * time.Hour}); err != nil {
+				t.Fatal(err)
+			}
+			if rt, _, _ := skew(p.next(t)); !near(rt, -7200, 1) {
+				t.Errorf("after Set: realtime is %+.3fs off, want -7200s", rt)
+			}
+			if gone, err := Restore(patch); err != nil || gone {
+				t.Fatalf("restore: %v (gone %v)", err, gone)
+			}
+			after := p.next(t)
+			if rt, tod, secs := skew(after); !near(rt, 0, 1) || !near(tod, 0, 1) || !near(secs, 0, 2) {
+				t.Errorf("after: realtime %+.3fs, gettimeofday %+.3fs, time %+.3fs off, want 0", rt, tod, secs)
+			}
+			if ok, err := Patched(pid); ok || err != nil {
+				t.Errorf("after restore, patched %v (%v)", ok, err)
+			}
+			maps, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+			if strings.Contains(string(maps), strconv.FormatUint(patch.Page, 16)+"-") {
+				t.Errorf("the fake's page %#x is still mapped", patch.Page)
+			}
+			if tp, _ := TracerPid(pid); tp != 0 {
+				t.Errorf("after, TracerPid is %d", tp)
+			}
+			if p.cmd.ProcessState != nil {
+				t.Fatal("the printer died")
+			}
+		})
+	}
+}
