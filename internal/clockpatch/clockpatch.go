@@ -42,14 +42,8 @@ import (
 //go:embed fake.bin
 var payload []byte
 
-// Offsets in the payload (fake.S): the variables, then each function.
-const (
-	varOffset = 0x00
-	varT0     = 0x08
-	varRate   = 0x10
-	varMask   = 0x18
-	pageSize  = 4096
-)
+// pageSize is the size of the page mapped for the fake in the target.
+const pageSize = 4096
 
 // funcs maps each vDSO symbol patched to its replacement's offset.
 var funcs = []struct {
@@ -79,76 +73,6 @@ func jumpTarget(b []byte) (uint64, bool) {
 	}
 	return binary.LittleEndian.Uint64(b[2:]), true
 }
-
-// Clocks are the clock ids (bits of the mask) the fake shifts by default:
-// those that read the wall clock.
-const (
-	ClockRealtime       = 0
-	ClockRealtimeCoarse = 5
-	ClockRealtimeAlarm  = 8
-	ClockTAI            = 11
-)
-
-// WallClocks is the mask of the clocks that read the wall clock.
-const WallClocks = 1<<ClockRealtime | 1<<ClockRealtimeCoarse | 1<<ClockRealtimeAlarm | 1<<ClockTAI
-
-// Shift is what the fake adds to a process's clocks: at a true time T (ns
-// since the epoch) it reads T + Offset + (T - Since) * (Rate - 1).
-type Shift struct {
-	Offset time.Duration
-	// Rate is how fast the clock runs (1.5: half again as fast); 0 or 1
-	// is true speed. Since is when the drift began.
-	Rate  float64
-	Since time.Time
-	// Mask is the clock ids shifted (bit n is clock id n); 0 is
-	// WallClocks.
-	Mask uint64
-}
-
-func (s Shift) bytes() []byte {
-	b := make([]byte, 32)
-	binary.LittleEndian.PutUint64(b[varOffset:], uint64(int64(s.Offset)))
-	var rate int64
-	if s.Rate != 0 {
-		rate = int64((s.Rate - 1) * (1 << 32))
-	}
-	var since int64
-	if !s.Since.IsZero() {
-		since = s.Since.UnixNano()
-	}
-	binary.LittleEndian.PutUint64(b[varT0:], uint64(since))
-	binary.LittleEndian.PutUint64(b[varRate:], uint64(rate))
-	mask := s.Mask
-	if mask == 0 {
-		mask = WallClocks
-	}
-	binary.LittleEndian.PutUint64(b[varMask:], mask)
-	return b
-}
-
-// Entry is one patched vDSO entry: its address and the bytes it held.
-type Entry struct {
-	Symbol string `json:"symbol"`
-	// Fake is the replacement's offset in the page.
-	Fake uint64 `json:"fake"`
-	Addr uint64 `json:"addr"`
-	Orig []byte `json:"orig"`
-}
-
-// Patch is what was done to one process, all that undoing it needs.
-type Patch struct {
-	Pid int `json:"pid"`
-	// Start is the process's start time (/proc/PID/stat field 22), which
-	// with Pid names it across pid reuse.
-	Start uint64 `json:"start"`
-	// Page is the address of the page holding the fake code.
-	Page    uint64  `json:"page"`
-	Entries []Entry `json:"entries"`
-}
-
-// ErrNoVDSO is returned for a process without a vDSO (a kernel thread, a
-// process that has exited, or one started with vdso=0).
-var ErrNoVDSO = errors.New("no vDSO mapped")
 
 // Plan reads pid's vDSO and returns the patch Apply would make, page
 // unknown, or, when pid already runs the fake (a child forked from a
@@ -215,7 +139,7 @@ func Plan(pid int) (Patch, bool, error) {
 // Apply patches p.Pid's vDSO with the fake set to s, filling in p.Page.
 // Every thread is stopped while its code changes, and detached after.
 func Apply(p *Patch, s Shift) error {
-	return withStopped(p.Pid, p.Start, p.ranges(0), func(t *tracee) error {
+	return withStopped(p.Pid, p.Start, p.ranges(), func(t *tracee) error {
 		page, err := t.syscall(p.Entries[0].Addr, unix.SYS_MMAP, 0, pageSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
 		if err != nil {
 			return fmt.Errorf("mapping a page in the process: %w", err)
@@ -257,20 +181,30 @@ func Restore(p Patch) (gone bool, err error) {
 		}
 		return false, err
 	}
-	if !patched || cur.Page != p.Page {
-		return false, nil // not ours, or already restored
+	if !patched {
+		return false, nil // already restored
 	}
-	err = withStopped(p.Pid, p.Start, p.ranges(pageSize), func(t *tracee) error {
+	// The page is the one the jumps lead to: a journal written before
+	// the page was mapped does not know it.
+	p.Page = cur.Page
+	// First the entries, so no thread enters the page any more; then the
+	// page, once no thread is still inside it.
+	err = withStopped(p.Pid, p.Start, p.ranges(), func(t *tracee) error {
 		for _, e := range p.Entries {
 			if err := writeMem(p.Pid, e.Addr, e.Orig); err != nil {
 				return fmt.Errorf("restoring %s: %w", e.Symbol, err)
 			}
 		}
-		if _, err := t.syscall(p.Entries[0].Addr, unix.SYS_MUNMAP, p.Page, pageSize, 0, 0, 0, 0); err != nil {
-			return fmt.Errorf("unmapping the fake clock's page: %w", err)
-		}
 		return nil
 	})
+	if err == nil {
+		err = withStopped(p.Pid, p.Start, [][2]uint64{{p.Page, p.Page + pageSize}}, func(t *tracee) error {
+			if _, err := t.syscall(p.Entries[0].Addr, unix.SYS_MUNMAP, p.Page, pageSize, 0, 0, 0, 0); err != nil {
+				return fmt.Errorf("unmapping the fake clock's page: %w", err)
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		if _, serr := StartTime(p.Pid); serr != nil {
 			return true, nil
@@ -279,15 +213,12 @@ func Restore(p Patch) (gone bool, err error) {
 	return false, err
 }
 
-// ranges are the addresses no thread may be executing while the code
-// changes: the patched entries, and the page (when page is its size).
-func (p Patch) ranges(page uint64) [][2]uint64 {
+// ranges are the patched entries, which no thread may be executing while
+// they change.
+func (p Patch) ranges() [][2]uint64 {
 	var r [][2]uint64
 	for _, e := range p.Entries {
 		r = append(r, [2]uint64{e.Addr, e.Addr + patchLen})
-	}
-	if page > 0 && p.Page != 0 {
-		r = append(r, [2]uint64{p.Page, p.Page + page})
 	}
 	return r
 }
@@ -567,37 +498,4 @@ func writeMem(pid int, addr uint64, b []byte) error {
 	defer f.Close()
 	_, err = f.WriteAt(b, int64(addr))
 	return err
-}
-
-// StartTime is a process's start time (clock ticks after boot, field 22
-// of /proc/PID/stat).
-func StartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("unreadable stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, errors.New("short stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
-// TracerPid is the TracerPid field of /proc/PID/status.
-func TracerPid(pid int) (int, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return 0, errors.New("no TracerPid in status")
 }

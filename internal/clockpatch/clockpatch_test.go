@@ -249,3 +249,85 @@ func TestOffsetStaticAndDynamic(t *testing.T) {
 		})
 	}
 }
+
+// Drift and strobe as the process sees them: its wall clock against its
+// monotonic clock, which the fake leaves alone.
+func TestDriftAndStrobe(t *testing.T) {
+	root(t)
+	prog := programs(t)["c-static"]
+	p := start(t, prog)
+	pid := p.cmd.Process.Pid
+	patch, _, err := Plan(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now()
+	if err := Apply(&patch, Shift{Rate: 3, Since: since}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { Restore(patch) })
+	// wall - monotonic grows 2 s a second at rate 3.
+	a := p.next(t)
+	time.Sleep(500 * time.Millisecond)
+	b := p.next(t)
+	gain := ((b.rt - b.mono) - (a.rt - a.mono)) / (b.mono - a.mono)
+	t.Logf("drift at rate 3: the wall clock gained %.3f s per second over %.3fs", gain, b.mono-a.mono)
+	if !near(gain, 2, 0.05) {
+		t.Errorf("drift: the wall clock gained %.3f s a second, want 2", gain)
+	}
+	// A strobe is the harness flipping the offset: each state is seen.
+	seen := map[int]int{}
+	for i := range 6 {
+		off := time.Duration(0)
+		if i%2 == 0 {
+			off = -30 * time.Minute
+		}
+		if err := Set(patch, Shift{Offset: off}); err != nil {
+			t.Fatal(err)
+		}
+		rt, _, _ := skew(p.next(t))
+		seen[int(math.Round(rt/60))]++
+	}
+	if seen[-30] != 3 || seen[0] != 3 {
+		t.Errorf("strobe: minutes off seen %v, want -30 and 0 three times each", seen)
+	}
+	if _, err := Restore(patch); err != nil {
+		t.Fatal(err)
+	}
+	if rt, _, _ := skew(p.next(t)); !near(rt, 0, 1) {
+		t.Errorf("after: %+.3fs off", rt)
+	}
+}
+
+// Patching and restoring again and again while four threads spin in the
+// vDSO neither crashes the process nor leaves it traced or shifted.
+func TestPatchWhileThreadsSpin(t *testing.T) {
+	root(t)
+	bin := filepath.Join(t.TempDir(), "spin")
+	if out, err := exec.Command(need(t, "gcc"), "-O2", "-pthread", "-o", bin, filepath.Join("testdata", "spin", "spin.c")).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	p := start(t, bin)
+	pid := p.cmd.Process.Pid
+	for i := range 20 {
+		patch, already, err := Plan(pid)
+		if err != nil || already {
+			t.Fatalf("round %d: plan: %v (already %v)", i, err, already)
+		}
+		if err := Apply(&patch, Shift{Offset: time.Duration(i+1) * time.Minute}); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if rt, _, _ := skew(p.next(t)); !near(rt, float64(60*(i+1)), 1) {
+			t.Errorf("round %d: %+.3fs off, want %ds", i, rt, 60*(i+1))
+		}
+		if _, err := Restore(patch); err != nil {
+			t.Fatalf("round %d: restore: %v", i, err)
+		}
+	}
+	if rt, _, _ := skew(p.next(t)); !near(rt, 0, 1) {
+		t.Errorf("after: %+.3fs off", rt)
+	}
+	if tp, _ := TracerPid(pid); tp != 0 {
+		t.Errorf("TracerPid %d", tp)
+	}
+}

@@ -93,6 +93,9 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 		if experiment.IsResourceFault(o.Uses) {
 			ops[i].Resource, ops[i].Journal = e.resourceSpec(o), e.resourceJournal()
 		}
+		if experiment.IsClockFault(o.Uses) {
+			ops[i].Clock, ops[i].Journal = o.Clock, e.resourceJournal()
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(victims))
@@ -114,7 +117,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 		}()
 	}
 	wg.Wait()
-	held := o.Uses == experiment.FaultOutage || ((o.Uses == experiment.FaultFreeze || experiment.IsNetworkFault(o.Uses) || experiment.IsResourceFault(o.Uses)) && o.Duration > 0)
+	held := o.Uses == experiment.FaultOutage || ((o.Uses == experiment.FaultFreeze || experiment.IsNetworkFault(o.Uses) || experiment.IsResourceFault(o.Uses) || experiment.IsClockFault(o.Uses)) && o.Duration > 0)
 	if err := errors.Join(errs...); err != nil {
 		// An abort cuts the hold short, but the fault reverts itself
 		// before it returns (a thaw, a restart): say so.

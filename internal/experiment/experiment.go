@@ -211,7 +211,7 @@ type Operation struct {
 	Pos         manifest.Pos      `yaml:"-" json:"-"`
 	Name        string            `yaml:"name" json:"name"`
 	Description string            `yaml:"description" json:"description,omitempty"`
-	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop; network faults latency, loss, bandwidth, reset, blackhole, partition; resource faults cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill) or an operation of the adapter."`
+	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop; network faults latency, loss, bandwidth, reset, blackhole, partition; resource faults cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill; clock faults clock-offset, clock-jump, clock-drift, clock-strobe) or an operation of the adapter."`
 	Target      *Target           `yaml:"target" json:"target,omitempty"`
 	Select      *Select           `yaml:"select" json:"select,omitempty"`
 	Duration    Duration          `yaml:"duration" json:"duration,omitempty" jsonschema_description:"How long the change is held before it is reverted."`
@@ -227,6 +227,8 @@ type Operation struct {
 	Network *Network `yaml:"network" json:"network,omitempty" jsonschema_description:"The parameters of a network fault (latency, loss, bandwidth, partition)."`
 	// Resource holds the parameters of a resource fault (resource.go).
 	Resource *Resource `yaml:"resource" json:"resource,omitempty" jsonschema_description:"The parameters of a resource fault (cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill)."`
+	// Clock holds the parameters of a clock fault (clock.go).
+	Clock *Clock `yaml:"clock" json:"clock,omitempty" jsonschema_description:"The parameters of a clock fault (clock-offset, clock-jump, clock-drift, clock-strobe)."`
 }
 
 // Trigger fires an operation relative to an observed state instead of at a
@@ -269,7 +271,8 @@ const (
 // Faults lists the built-in faults.
 var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze, FaultCrashLoop,
 	FaultLatency, FaultLoss, FaultBandwidth, FaultReset, FaultBlackhole, FaultPartition,
-	FaultCPULimit, FaultCPUStress, FaultMemoryPressure, FaultMemoryLimit, FaultMemoryStress, FaultIOLimit, FaultTaskLimit, FaultDiskFill}
+	FaultCPULimit, FaultCPUStress, FaultMemoryPressure, FaultMemoryLimit, FaultMemoryStress, FaultIOLimit, FaultTaskLimit, FaultDiskFill,
+	FaultClockOffset, FaultClockJump, FaultClockDrift, FaultClockStrobe}
 
 // IsFault reports whether name is a built-in fault.
 func IsFault(name string) bool {

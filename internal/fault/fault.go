@@ -68,6 +68,9 @@ type Op struct {
 	// run's journal of them (resource.go).
 	Resource *experiment.Resource
 	Journal  *ResourceJournal
+	// Clock is the parameters of a clock fault (clock.go), which Journal
+	// records too.
+	Clock *experiment.Clock
 }
 
 // Aim waits until the target reports a phase, counting only what it
@@ -150,6 +153,9 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 	}
 	if experiment.IsResourceFault(op.Fault) {
 		return applyResource(ctx, env, op, h)
+	}
+	if experiment.IsClockFault(op.Fault) {
+		return applyClock(ctx, env, op, h)
 	}
 	return fmt.Errorf("unknown fault %s", op.Fault)
 }

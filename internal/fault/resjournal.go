@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/clockpatch"
 )
 
 // The resource journal: every change a resource fault makes is written
@@ -56,6 +57,8 @@ type ResourceEntry struct {
 	Start uint64 `json:"start,omitempty"`
 	// File is a filler file to remove.
 	File string `json:"file,omitempty"`
+	// Clock is a process whose vDSO a clock fault patches (clock.go).
+	Clock *clockpatch.Patch `json:"clock,omitempty"`
 }
 
 // ResourceJournal is one run's journal of resource faults.
@@ -340,6 +343,19 @@ func undoEntry(ctx context.Context, e ResourceEntry, dryRun bool) (string, error
 			return desc, nil
 		}
 		return desc, cgroup.ReleaseDir(ctx, *e.Own)
+	case e.Clock != nil:
+		if patched, err := clockpatch.Patched(e.Clock.Pid); err != nil || !patched {
+			return "", nil // gone, or its clock is true already
+		}
+		if st, err := clockpatch.StartTime(e.Clock.Pid); err != nil || st != e.Clock.Start {
+			return "", nil // the pid is another process's now
+		}
+		desc := fmt.Sprintf("fake clock of pid %d %s", e.Clock.Pid, of)
+		if dryRun {
+			return desc, nil
+		}
+		_, err := clockpatch.Restore(*e.Clock)
+		return desc, err
 	case e.File != "":
 		if _, err := os.Lstat(e.File); err != nil {
 			return "", nil

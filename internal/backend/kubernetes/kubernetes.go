@@ -105,6 +105,9 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 		}
 		return ""
 	}
+	if experiment.IsClockFault(fault) {
+		return "a clock fault patches the target's processes through ptrace on their node: that needs the node agent, which is not built yet"
+	}
 	if experiment.IsResourceFault(fault) {
 		// resource.go: the container's cgroups, on this machine.
 		return ""

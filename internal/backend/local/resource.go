@@ -176,3 +176,30 @@ func processResources(ctx context.Context, p *proc.Process, pid int, list func()
 	}
 	return res, nil
 }
+
+// Processes are the instance's processes, for the clock faults.
+func (in *instance) Processes(ctx context.Context) (string, []int, error) {
+	p, _, down, ended := in.current()
+	if ended || down {
+		return "", nil, fmt.Errorf("instance %s is not running", in.spec.Name)
+	}
+	pids, err := p.Members()
+	return "instance " + in.spec.Name, pids, err
+}
+
+// Processes are the processes of a target the run owns, for the clock
+// faults.
+func (t *target) Processes(ctx context.Context) (string, []int, error) {
+	if !t.owned() {
+		return "", nil, fmt.Errorf("target %s: %w: it is external", t.name, backend.ErrUnsupported)
+	}
+	pid, err := t.livePid()
+	if err != nil {
+		return "", nil, err
+	}
+	if c := t.contained(); c != nil {
+		pids, err := c.Members()
+		return "target " + t.name, pids, err
+	}
+	return "target " + t.name, append([]int{pid}, proc.Descendants(pid)...), nil
+}
