@@ -116,7 +116,10 @@ func (c *clockApp) patchNew(pids []int) error {
 		s := c.shift()
 		c.mu.Unlock()
 		if done {
-			continue
+			if patched, err := clockpatch.Patched(pid); err != nil || patched {
+				continue
+			}
+			// It ran a new program since, which has a vDSO of its own.
 		}
 		p, already, err := clockpatch.Plan(pid)
 		if err != nil {

@@ -97,9 +97,6 @@ func targetSupport(a *adapter.Adapter, name string, t *adapter.Target, fault str
 	if why := resourceTargetSupport(name, t, fault); why != "" {
 		return why
 	}
-	if experiment.IsClockFault(fault) && t.Lifecycle != "run" {
-		return fmt.Sprintf("target %s is external: the harness never patches the clock of a process it did not start (a target the run owns, lifecycle: run, can be)", name)
-	}
 	if experiment.IsNetworkFault(fault) && t.Lifecycle != "run" {
 		return fmt.Sprintf("target %s is external: it runs in the host's network namespace, which the harness never changes (a target the run owns, lifecycle: run, gets a namespace of its own)", name)
 	}

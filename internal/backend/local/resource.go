@@ -187,12 +187,11 @@ func (in *instance) Processes(ctx context.Context) (string, []int, error) {
 	return "instance " + in.spec.Name, pids, err
 }
 
-// Processes are the processes of a target the run owns, for the clock
-// faults.
+// Processes are the processes of a target, for the clock faults: its pid
+// and descendants, or every process of its cgroup when the run started it
+// in one. An external target's too: a fake clock moves nothing and is
+// undone at the revert (or by chaos cleanup).
 func (t *target) Processes(ctx context.Context) (string, []int, error) {
-	if !t.owned() {
-		return "", nil, fmt.Errorf("target %s: %w: it is external", t.name, backend.ErrUnsupported)
-	}
 	pid, err := t.livePid()
 	if err != nil {
 		return "", nil, err

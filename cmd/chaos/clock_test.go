@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/clockpatch"
+	"github.com/chaos-harness/chaos/internal/fault"
+)
+
+// clockExperiment runs a Go program (static; it reads the vDSO without
+// libc) that prints its wall and monotonic clocks, while its wall clock is
+// put an hour ahead, made to run three times as fast, then strobed half an
+// hour behind. Its workload check is what a user would write: the wall
+// clock against the monotonic one, from the program's own output.
+const clockExperiment = `apiVersion: chaos/v1alpha1
+id: clock-faults
+title: A Go program's wall clock offset, drifting and strobing, and true after
+default-adapter: local
+timeout: 2m
+workloads:
+  - name: clock
+    timeout: 60s
+    run: exec %[1]s 12 > "$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR/clock.log"
+    checks:
+      - {name: exited-ok, kind: exit-code}
+      - name: shifted-while-held-true-after
+        kind: shell
+        run: |
+          # skew: how far the wall clock moved against the monotonic one
+          # since the first line.
+          awk 'NR == 1 { b = $1 - $4 } { s = $1 - $4 - b }
+               s > 3599 && s < 3601 { ahead++ }
+               s < -1799 && s > -1801 { behind++ }
+               { last = s }
+               END { printf "ahead %%d, behind %%d, last %%.3f\n", ahead, behind, last
+                     exit !(ahead > 5 && behind > 3 && last > -0.5 && last < 0.5) }' \
+            "$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR/clock.log"
+operations:
+  - {name: ahead, uses: clock-offset, target: {workload: clock}, duration: 1500ms, clock: {offset: 1h}}
+  - {name: fast, uses: clock-drift, target: {workload: clock}, duration: 1500ms, clock: {rate: 3}}
+  - {name: flicker, uses: clock-strobe, target: {workload: clock}, duration: 2500ms, clock: {offset: -30m, period: 500ms}}
+flow:
+  parallel:
+    - clock
+    - serial:
+        - {wait: {workload: clock, condition: started}}
+        - {delay: 1s}
+        - ahead
+        - {delay: 500ms}
+        - fast
+        - {delay: 500ms}
+        - flicker
+`
+
+// buildClockPrinter builds the Go clock printer of package clockpatch.
+func buildClockPrinter(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("clock faults need root (ptrace), and CI is set")
+		}
+		t.Skip("clock faults need root (ptrace)")
+	}
+	bin := filepath.Join(t.TempDir(), "goclock")
+	cmd := exec.Command("go", "build", "-o", bin, "../../internal/clockpatch/testdata/goclock")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the clock printer: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// clockSkews reads a clock printer's log: each line's wall clock against
+// its monotonic clock, relative to the first line.
+func clockSkews(t *testing.T, log string) []float64 {
+	t.Helper()
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	var base float64
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			continue
+		}
+		rt, _ := strconv.ParseFloat(f[0], 64)
+		mono, _ := strconv.ParseFloat(f[3], 64)
+		if i == 0 {
+			base = rt - mono
+		}
+		out = append(out, rt-mono-base)
+	}
+	return out
+}
+
+func TestClockFaultsOnAGoProgram(t *testing.T) {
+	bin := buildClockPrinter(t)
+	file := filepath.Join(t.TempDir(), "clock-faults.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(clockExperiment, bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startChaos(t, "clock-faults", file)
+	dir := r.dir()
+	if code := r.wait(90 * time.Second); code != 0 {
+		t.Fatalf("chaos run exited %d:\n%s\n%s", code, r.stdout.String(), r.stderr.String())
+	}
+	if n := countEvents(t, filepath.Join(dir, "timeline.jsonl"), "clock.applied"); n != 3 {
+		t.Errorf("%d clock.applied events, want 3", n)
+	}
+	skews := clockSkews(t, filepath.Join(dir, "workloads/clock/instances/clock-0/output/clock.log"))
+	// Drift at rate 3: the skew grows by 2 s a second; its largest value
+	// below the hour (after the offset) is the drift's, near 3 s.
+	var ahead, behind, truth, drifted int
+	maxDrift := 0.0
+	for _, s := range skews {
+		switch {
+		case math.Abs(s-3600) < 1:
+			ahead++
+		case math.Abs(s+1800) < 1:
+			behind++
+		case math.Abs(s) < 0.05:
+			truth++
+		case s > 0.05 && s < 10:
+			drifted++
+			maxDrift = max(maxDrift, s)
+		}
+	}
+	t.Logf("%d samples: %d an hour ahead, %d half an hour behind, %d drifted (at most +%.3fs), %d true", len(skews), ahead, behind, drifted, maxDrift, truth)
+	if ahead < 10 || behind < 10 || drifted < 10 || !(maxDrift > 2 && maxDrift < 4) {
+		t.Errorf("the faults were not all seen: ahead %d, behind %d, drifted %d (max %.3f)", ahead, behind, drifted, maxDrift)
+	}
+	// A strobe of 2.5s flipping every 500ms is behind, true, behind...:
+	// at least two separate stretches behind.
+	stretches := 0
+	for i, s := range skews {
+		if math.Abs(s+1800) < 1 && (i == 0 || math.Abs(skews[i-1]+1800) >= 1) {
+			stretches++
+		}
+	}
+	if stretches < 2 {
+		t.Errorf("the strobe was behind in %d stretches, want at least 2", stretches)
+	}
+	if last := skews[len(skews)-1]; math.Abs(last) > 0.5 {
+		t.Errorf("the last sample is %+.3fs off, want the true clock", last)
+	}
+	if !strings.Contains(r.stdout.String(), "PASS") {
+		t.Errorf("the run did not PASS:\n%s", r.stdout.String())
+	}
+}
+
+// clockKilledAdapter makes a printer the test started an external target.
+const clockKilledAdapter = `apiVersion: chaos/v1alpha1
+id: local-clock-printer
+backend: process
+targets:
+  printer:
+    type: process
+    description: A clock printer the test started; the harness did not.
+    pid-file: %s
+`
+
+// clockKilledExperiment holds an offset, with no duration, on a printer
+// the run started and on one it did not, so both are held when the
+// harness is SIGKILLed.
+const clockKilledExperiment = `apiVersion: chaos/v1alpha1
+id: clock-killed
+title: A clock offset held while the harness is SIGKILLed
+default-adapter: local
+timeout: 2m
+workloads:
+  - name: clock
+    timeout: 90s
+    run: exec %[1]s 80 > "$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR/clock.log"
+operations:
+  - {name: ahead, uses: clock-offset, target: {workload: clock}, clock: {offset: 1h}}
+  - {name: behind, uses: clock-offset, target: printer, clock: {offset: -1h}}
+flow:
+  parallel:
+    - clock
+    - serial:
+        - {wait: {workload: clock, condition: started}}
+        - ahead
+        - behind
+`
+
+// After a SIGKILL of the harness while clock offsets hold, chaos cleanup
+// RUN gives every patched process its true clock back: the printer the
+// run did not start keeps running and reads the true time, is traced by
+// nobody and has no page of the fake left; the run's own printer had its
+// clock given back before cleanup ended it with the run's processes.
+func TestClockFaultCleanedUpAfterSIGKILL(t *testing.T) {
+	bin := buildClockPrinter(t)
+	tmp := t.TempDir()
+	extLog, pidFile := filepath.Join(tmp, "printer.log"), filepath.Join(tmp, "printer.pid")
+	lf, err := os.Create(extLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	printer := exec.Command(bin, "120")
+	printer.Stdout = lf
+	if err := printer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	pid := printer.Process.Pid
+	t.Cleanup(func() { printer.Process.Kill(); printer.Wait() })
+	os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644)
+	adapter, file := filepath.Join(tmp, "adapter.yaml"), filepath.Join(tmp, "clock-killed.yaml")
+	os.WriteFile(adapter, []byte(fmt.Sprintf(clockKilledAdapter, pidFile)), 0o644)
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(clockKilledExperiment, bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := startChaos(t, "clock-killed", "--adapter", adapter, file)
+	dir := r.dir()
+	runID := filepath.Base(dir)
+	inLog := filepath.Join(dir, "workloads/clock/instances/clock-0/output/clock.log")
+	lastSkew := func(log string) float64 {
+		s := clockSkews(t, log)
+		if len(s) == 0 {
+			return math.NaN()
+		}
+		return s[len(s)-1]
+	}
+	waitSkew := func(log string, want float64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !(math.Abs(lastSkew(log)-want) < 1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the printer's clock is %+.3fs off, want %+.0fs", what, lastSkew(log), want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for countEvents(t, filepath.Join(dir, "timeline.jsonl"), "clock.applied") < 2 {
+		select {
+		case <-r.done:
+			t.Fatalf("chaos run exited %d before both offsets applied", r.exitCode)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	waitSkew(inLog, 3600, "the run's printer, held")
+	waitSkew(extLog, -3600, "the external printer, held")
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(10 * time.Second)
+	if patched, err := clockpatch.Patched(pid); err != nil || !patched {
+		t.Fatalf("after the SIGKILL, before cleanup, pid %d patched %v (%v)", pid, patched, err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command("chaos", "cleanup", runID)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Errorf("chaos cleanup %s: %v\n%s", runID, err, out.String())
+	}
+	t.Logf("chaos cleanup said:\n%s", out.String())
+	if got := strings.Count(out.String(), "undid fake clock of pid"); got < 2 {
+		t.Errorf("chaos cleanup gave %d processes their clock back, want both printers (and the run's wrapper)", got)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("fake clock of pid %d ", pid)) {
+		t.Errorf("chaos cleanup did not say it gave pid %d its clock back", pid)
+	}
+	waitSkew(extLog, 0, "the external printer after chaos cleanup")
+	if printer.ProcessState != nil {
+		t.Fatal("the external printer died")
+	}
+	if patched, err := clockpatch.Patched(pid); err != nil || patched {
+		t.Errorf("after cleanup, pid %d patched %v (%v)", pid, patched, err)
+	}
+	if tp, err := clockpatch.TracerPid(pid); err != nil || tp != 0 {
+		t.Errorf("after cleanup, TracerPid of %d is %d (%v)", pid, tp, err)
+	}
+	states, _ := filepath.Glob(filepath.Join(fault.DefaultResourceStateDir, runID+".*"))
+	if len(states) > 0 {
+		t.Errorf("journals left for chaos cleanup: %v", states)
+	}
+}
