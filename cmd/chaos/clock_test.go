@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/clockpatch"
+	"golang.org/x/sys/unix"
+
 	"github.com/chaos-harness/chaos/internal/fault"
 )
 
@@ -285,5 +287,95 @@ func TestClockFaultCleanedUpAfterSIGKILL(t *testing.T) {
 	states, _ := filepath.Glob(filepath.Join(fault.DefaultResourceStateDir, runID+".*"))
 	if len(states) > 0 {
 		t.Errorf("journals left for chaos cleanup: %v", states)
+	}
+}
+
+// timeNSExperiment starts an instance in a time namespace whose monotonic
+// clock is an hour ahead and boot-time clock two hours ahead; it prints
+// what its clocks read, and the machine's uptime is read outside it.
+const timeNSExperiment = `apiVersion: chaos/v1alpha1
+id: clock-timens
+title: An instance whose monotonic and boot clocks are offset
+default-adapter: local
+timeout: 1m
+workloads:
+  - name: clock
+    timeout: 30s
+    clock: {monotonic: 1h, boottime: 2h}
+    run: |
+      out="$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR"
+      %[1]s 3 > "$out/clock.log"
+      cut -d' ' -f1 /proc/uptime > "$out/uptime"
+      cat /proc/self/timens_offsets > "$out/offsets"
+flow: clock
+`
+
+// An instance of a workload with clock: {monotonic, boottime} reads its
+// monotonic and boot clocks offset, from its start, while the machine's
+// (read by the test around the run) are not; nothing of the namespace
+// outlives the instance.
+func TestWorkloadTimeNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("time namespaces need root, and CI is set")
+		}
+		t.Skip("time namespaces need root")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Fatalf("gcc is needed (scripts/test.sh installs it): %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "clockprint")
+	if out, err := exec.Command(gcc, "-O2", "-o", bin, "../../internal/clockpatch/testdata/clockprint/clockprint.c").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	file := filepath.Join(t.TempDir(), "clock-timens.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf(timeNSExperiment, bin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	uptime := func(s string) float64 {
+		f, _ := strconv.ParseFloat(strings.Fields(s)[0], 64)
+		return f
+	}
+	hostUp := func() float64 {
+		b, err := os.ReadFile("/proc/uptime")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uptime(string(b))
+	}
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	monoBefore, upBefore := float64(ts.Nano())/1e9, hostUp()
+	r := startChaos(t, "clock-timens", file)
+	dir := r.dir()
+	if code := r.wait(60 * time.Second); code != 0 {
+		t.Fatalf("chaos run exited %d:\n%s", code, r.stdout.String())
+	}
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	monoAfter, upAfter := float64(ts.Nano())/1e9, hostUp()
+	out := filepath.Join(dir, "workloads/clock/instances/clock-0/output")
+	log, _ := os.ReadFile(filepath.Join(out, "clock.log"))
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	mono := 0.0
+	if f := strings.Fields(lines[len(lines)-1]); len(f) == 4 {
+		mono, _ = strconv.ParseFloat(f[3], 64)
+	}
+	up, _ := os.ReadFile(filepath.Join(out, "uptime"))
+	offsets, _ := os.ReadFile(filepath.Join(out, "offsets"))
+	t.Logf("host monotonic %.3f..%.3f, the instance's %.3f; host uptime %.2f..%.2f, the instance's %s; offsets:\n%s", monoBefore, monoAfter, mono, upBefore, upAfter, strings.TrimSpace(string(up)), offsets)
+	if mono < monoBefore+3600 || mono > monoAfter+3600 {
+		t.Errorf("the instance's monotonic clock read %.3f, want an hour past the host's (%.3f..%.3f)", mono, monoBefore, monoAfter)
+	}
+	if u := uptime(string(up) + " 0"); u < upBefore+7200-0.5 || u > upAfter+7200+0.5 {
+		t.Errorf("the instance's uptime read %.2f, want two hours past the host's (%.2f..%.2f)", u, upBefore, upAfter)
+	}
+	// Its wall clock is the machine's: a time namespace has no realtime
+	// offset.
+	if f := strings.Fields(lines[0]); len(f) == 4 {
+		rt, _ := strconv.ParseFloat(f[0], 64)
+		if now := float64(time.Now().UnixNano()) / 1e9; rt > now || rt < now-60 {
+			t.Errorf("the instance's wall clock read %.3f, the host's is %.3f", rt, now)
+		}
 	}
 }

@@ -150,6 +150,9 @@ type InstanceSpec struct {
 	// Env is the instance's full environment.
 	Env   []string
 	Image string
+	// TimeOffsets, when set, start the instance in a time namespace of its
+	// own with these offsets; a backend that cannot refuses to create it.
+	TimeOffsets *TimeOffsets
 	// OnState is called the moment the instance changes state.
 	OnState func(state State, reason string)
 }

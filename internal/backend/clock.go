@@ -1,6 +1,20 @@
 package backend
 
-import "context"
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ErrNoTimeNamespace is a backend's refusal of TimeOffsets.
+var ErrNoTimeNamespace = errors.New("a workload's clock (a time namespace of its own) is made by the process backend only: this backend cannot start an instance in one")
+
+// TimeOffsets are the offsets of a time namespace: what its processes'
+// CLOCK_MONOTONIC and CLOCK_BOOTTIME read ahead of (or, negative, behind)
+// the machine's, from their start on.
+type TimeOffsets struct {
+	Monotonic, Boottime time.Duration
+}
 
 // Processed is a handle whose processes the harness can reach from this
 // machine (ptrace and /proc): the clock faults patch each one. A handle

@@ -318,6 +318,9 @@ func (e *engine) runInstance(ctx context.Context, w *experiment.Workload, h *ins
 		Wrapper: wrapper, Script: runSh, Env: env, Image: w.Image,
 		OnState: func(s backend.State, reason string) { e.setState(h, s, reason) },
 	}
+	if w.Clock != nil {
+		spec.TimeOffsets = &backend.TimeOffsets{Monotonic: w.Clock.MonotonicOffset(), Boottime: w.Clock.BoottimeOffset()}
+	}
 	inst, err := e.be.Create(ctx, spec)
 	if err != nil {
 		e.setState(h, backend.Failed, "CreateFailed")

@@ -117,3 +117,47 @@ func validateClock(d *manifest.Decoder, x *Experiment, p string, o *Operation) {
 		d.Problem(p+".duration", "a clock-jump holds until the flow ends; for a step undone after a while use clock-offset with a duration")
 	}
 }
+
+// WorkloadClock offsets the monotonic and boot-time clocks of a
+// workload's instances through a time namespace, set before each starts
+// and fixed for its life (a workload's clock field).
+type WorkloadClock struct {
+	Pos       manifest.Pos `yaml:"-" json:"-"`
+	Monotonic string       `yaml:"monotonic" json:"monotonic,omitempty" jsonschema_description:"How far CLOCK_MONOTONIC reads ahead (or, negative, behind) in whole seconds: 1h, -30s."`
+	Boottime  string       `yaml:"boottime" json:"boottime,omitempty" jsonschema_description:"How far CLOCK_BOOTTIME (and /proc/uptime) reads ahead (or, negative, behind) in whole seconds."`
+}
+
+// MonotonicOffset is Monotonic parsed (0 when unset or unreadable).
+func (c *WorkloadClock) MonotonicOffset() time.Duration { d, _ := parseNSOffset(c.Monotonic); return d }
+
+// BoottimeOffset is Boottime parsed (0 when unset or unreadable).
+func (c *WorkloadClock) BoottimeOffset() time.Duration { d, _ := parseNSOffset(c.Boottime); return d }
+
+func parseNSOffset(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := ParseClockOffset(s)
+	if err == nil && d%time.Second != 0 {
+		err = fmt.Errorf("offset %s is not whole seconds, which a time namespace takes", s)
+	}
+	return d, err
+}
+
+// validateWorkloadClock checks a workload's clock field at p.
+func validateWorkloadClock(d *manifest.Decoder, p string, c *WorkloadClock) {
+	if c == nil {
+		return
+	}
+	if c.Monotonic == "" && c.Boottime == "" {
+		d.Problem(p+".clock", "clock needs monotonic or boottime (or both), e.g. clock: {monotonic: 1h}")
+	}
+	for _, f := range []struct{ field, v string }{{"monotonic", c.Monotonic}, {"boottime", c.Boottime}} {
+		if f.v == "" {
+			continue
+		}
+		if _, err := parseNSOffset(f.v); err != nil {
+			d.Problem(p+".clock."+f.field, "%v", err)
+		}
+	}
+}

@@ -54,6 +54,22 @@ flow: {parallel: [db, k]}
 `, want: []prob{
 		e(6, 58, "operations[0].clock", "clock gives the parameters of clock faults (clock-offset, clock-jump, clock-drift, clock-strobe); kill takes none"),
 	}},
+	{name: "a workload clock in fractions of a second", yaml: `apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - {name: db, run: "true", clock: {monotonic: 1500ms}}
+flow: db
+`, want: []prob{
+		e(4, 48, "workloads[0].clock.monotonic", "offset 1500ms is not whole seconds, which a time namespace takes"),
+	}},
+	{name: "a workload clock with no offset", yaml: `apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - {name: db, run: "true", clock: {}}
+flow: db
+`, want: []prob{
+		e(4, 36, "workloads[0].clock", "clock needs monotonic or boottime (or both), e.g. clock: {monotonic: 1h}"),
+	}},
 }
 
 func TestBadClockOperations(t *testing.T) {

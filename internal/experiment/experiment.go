@@ -76,6 +76,8 @@ type Workload struct {
 	Run         string            `yaml:"run" json:"run"`
 	Checks      []Check           `yaml:"checks" json:"checks,omitempty"`
 	Ready       *Readiness        `yaml:"ready" json:"ready,omitempty" jsonschema_description:"How an instance says it is ready (a line it prints, a file it creates), for wait condition ready (readiness.go)."`
+	// Clock offsets the instances' monotonic and boot clocks (clock.go).
+	Clock *WorkloadClock `yaml:"clock" json:"clock,omitempty" jsonschema_description:"Start each instance in a time namespace of its own whose monotonic and boot-time clocks are offset (process backend only)."`
 }
 
 // InstanceCount returns the number of instances, 1 when unset.

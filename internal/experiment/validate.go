@@ -73,6 +73,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		}
 		checkEnv(d, p+".env", w.Env)
 		validateReadiness(d, p, w.Ready)
+		validateWorkloadClock(d, p, w.Clock)
 		seen := map[string]bool{}
 		for j := range w.Checks {
 			validateCheck(d, x, fmt.Sprintf("%s.checks[%d]", p, j), &w.Checks[j], true, seen)

@@ -32,6 +32,9 @@ import (
 // from the event stream: create -> Created, start -> Running, die ->
 // Succeeded or Failed.
 func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backend.Instance, error) {
+	if spec.TimeOffsets != nil {
+		return nil, fmt.Errorf("instance %s: %w", spec.Name, backend.ErrNoTimeNamespace)
+	}
 	for _, d := range []string{spec.OutputDir, spec.LogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err

@@ -111,6 +111,9 @@ func (b *Backend) run(ctx context.Context, name, script string, spec backend.Ins
 // Create runs the create hook; its last line of standard output is the
 // instance's system id.
 func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backend.Instance, error) {
+	if spec.TimeOffsets != nil {
+		return nil, fmt.Errorf("instance %s: %w", spec.Name, backend.ErrNoTimeNamespace)
+	}
 	for _, d := range []string{spec.OutputDir, spec.LogDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err

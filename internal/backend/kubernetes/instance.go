@@ -57,6 +57,9 @@ var collectorCommand = []string{"/bin/sh", "-c", `trap 'exit 0' TERM; while :; d
 // Create makes the instance's pod: the workload's ConfigMap (wrapper and
 // script) once, then the pod. Its states come from the informer.
 func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backend.Instance, error) {
+	if spec.TimeOffsets != nil {
+		return nil, fmt.Errorf("instance %s: %w", spec.Name, backend.ErrNoTimeNamespace)
+	}
 	if b.err != nil {
 		return nil, b.err
 	}

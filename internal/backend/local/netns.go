@@ -222,10 +222,33 @@ func (in *instance) command() *exec.Cmd {
 	// The wrapper's $1 is the time of this start, which it would otherwise
 	// fork date for.
 	started := time.Now().UTC().Format("2006-01-02T15:04:05Z")
-	if in.member == nil {
-		return exec.Command("/bin/sh", in.spec.Wrapper, started)
+	argv := append(timePrefix(in.spec.TimeOffsets), "/bin/sh", in.spec.Wrapper, started)
+	if in.member != nil {
+		argv = append([]string{nsenterPath(), "--net=" + in.member.NS.Path(), "--"}, argv...)
 	}
-	return exec.Command(nsenterPath(), "--net="+in.member.NS.Path(), "--", "/bin/sh", in.spec.Wrapper, started)
+	return exec.Command(argv[0], argv[1:]...)
+}
+
+// timePrefix starts a command in a time namespace of its own with the
+// offsets (unshare --time: the namespace is made before the command
+// starts, the only moment its offsets can be set, and ends with the last
+// process in it).
+func timePrefix(o *backend.TimeOffsets) []string {
+	if o == nil {
+		return nil
+	}
+	return []string{unsharePath(), "--time",
+		"--monotonic=" + strconv.FormatInt(int64(o.Monotonic/time.Second), 10),
+		"--boottime=" + strconv.FormatInt(int64(o.Boottime/time.Second), 10), "--"}
+}
+
+func unsharePath() string {
+	for _, p := range []string{"/usr/bin/unshare", "/bin/unshare"} {
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	return "unshare"
 }
 
 // netPrefix is what a run-owned target's start hook runs under: nsenter
