@@ -88,6 +88,17 @@ func haveNetworkFaults() (bool, error) {
 	return haveTools("nsenter", "nft", "tc", "iptables-restore", "busybox", "curl")
 }
 
+// haveClockFaults: the clock faults patch other processes through ptrace.
+func haveClockFaults() (bool, error) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			return false, errors.New("the clock faults need root (ptrace), and CI is set")
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
 // TestScripts runs the end-to-end scripts in testdata/script: each one drives
 // the chaos command as a user would and asserts what it prints, its exit
 // code and the run directory it leaves.
@@ -113,6 +124,7 @@ func haveNetworkFaults() (bool, error) {
 // runuser are there (likewise).
 // Condition [netns]: the network faults can run: root, and nsenter, nft,
 // tc, iptables-restore, busybox and curl (likewise).
+// Condition [clock]: the clock faults can run: root (ptrace) (likewise).
 //
 // chaos-dbclient (examples/clients/dbclient) is built once and put on the
 // PATH of every script.
@@ -142,6 +154,8 @@ func TestScripts(t *testing.T) {
 				return havePostgres()
 			case "netns":
 				return haveNetworkFaults()
+			case "clock":
+				return haveClockFaults()
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
