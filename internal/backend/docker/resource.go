@@ -3,11 +3,17 @@ package docker
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/moby/moby/client"
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // The resource faults act on a container's own cgroups, found from the
@@ -55,4 +61,41 @@ func (in *instance) Resources(ctx context.Context, need backend.ResourceNeed) (b
 // Resources are a role's or a target's container's groups.
 func (h *containerHandle) Resources(ctx context.Context, need backend.ResourceNeed) (backend.Resources, error) {
 	return h.b.containerResources(ctx, h.c.ID, h.c.Name)
+}
+
+// Processes are the instance's container's processes, for the clock
+// faults.
+func (in *instance) Processes(ctx context.Context) (string, []int, error) {
+	return in.b.containerProcesses(ctx, in.containerID(), in.name)
+}
+
+// Processes are a role's or a target's container's processes.
+func (h *containerHandle) Processes(ctx context.Context) (string, []int, error) {
+	return h.b.containerProcesses(ctx, h.c.ID, h.c.Name)
+}
+
+// containerProcesses are the host pids of every process in container id:
+// those of its cgroup (docker exec's included), else its first process and
+// its descendants.
+func (b *Backend) containerProcesses(ctx context.Context, id, name string) (string, []int, error) {
+	res, err := b.containerResources(ctx, id, name)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, dir := range res.Place.Dirs {
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		var pids []int
+		for _, f := range strings.Fields(string(data)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+		if slices.Contains(pids, res.Pid) {
+			return res.What, pids, nil
+		}
+	}
+	return res.What, append([]int{res.Pid}, proc.Descendants(res.Pid)...), nil
 }
