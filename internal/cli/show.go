@@ -380,6 +380,24 @@ func faultInWords(o *experiment.Operation) string {
 		}
 		return what + " until the flow ends."
 	}
+	if experiment.IsClockFault(o.Uses) && o.Clock != nil {
+		c := o.Clock
+		var what string
+		switch o.Uses {
+		case experiment.FaultClockOffset:
+			what = "Sets its wall clock " + c.Offset + " off"
+		case experiment.FaultClockJump:
+			return "Steps its wall clock by " + c.Offset + " and leaves it there until the flow ends."
+		case experiment.FaultClockDrift:
+			what = fmt.Sprintf("Makes its wall clock run %g times as fast", c.Rate)
+		case experiment.FaultClockStrobe:
+			what = "Flips its wall clock between true and " + c.Offset + " off every " + c.Period.String()
+		}
+		if o.Duration > 0 {
+			return what + " for " + d + ", then gives it the true clock back."
+		}
+		return what + " until the flow ends."
+	}
 	return ""
 }
 
