@@ -45,6 +45,9 @@ var payload []byte
 // pageSize is the size of the page mapped for the fake in the target.
 const pageSize = 4096
 
+// stopWait is how long a thread is given to stop under ptrace.
+const stopWait = 5 * time.Second
+
 // funcs maps each vDSO symbol patched to its replacement's offset.
 var funcs = []struct {
 	sym string
@@ -332,16 +335,26 @@ func attach(pid int) (*tracee, error) {
 }
 
 // wait waits for tid to stop; a signal it stopped with is kept to be given
-// back at detach.
+// back at detach. A thread that does not stop within stopWait (one in a
+// frozen cgroup) fails the patch rather than hang the harness; the tracer
+// thread then exits, which detaches it.
 func (t *tracee) wait(tid int) error {
+	deadline := time.Now().Add(stopWait)
 	for {
 		var ws unix.WaitStatus
-		_, err := unix.Wait4(tid, &ws, unix.WALL, nil)
+		n, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("waiting for thread %d: %w", tid, err)
+		}
+		if n == 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("thread %d did not stop within %s (is it frozen?)", tid, stopWait)
+			}
+			time.Sleep(100 * time.Microsecond)
+			continue
 		}
 		if ws.Exited() || ws.Signaled() {
 			return fmt.Errorf("thread %d ended", tid)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -329,5 +330,49 @@ func TestPatchWhileThreadsSpin(t *testing.T) {
 	}
 	if tp, _ := TracerPid(pid); tp != 0 {
 		t.Errorf("TracerPid %d", tp)
+	}
+}
+
+// A process stopped by SIGSTOP (a freeze on a process) is patched and
+// stays stopped; once continued it reads the shifted clock.
+func TestPatchAStoppedProcess(t *testing.T) {
+	root(t)
+	p := start(t, programs(t)["c-dynamic"])
+	pid := p.cmd.Process.Pid
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitState := func(want byte) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			data, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+			s := string(data)
+			if i := strings.LastIndexByte(s, ')'); i > 0 && len(s) > i+2 && s[i+2] == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d is not in state %c: %s", pid, want, s)
+			}
+		}
+	}
+	waitState('T')
+	patch, _, err := Plan(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(&patch, Shift{Offset: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	waitState('T')
+	p.cmd.Process.Signal(syscall.SIGCONT)
+	if rt, _, _ := skew(p.next(t)); !near(rt, 86400, 1) {
+		t.Errorf("continued: %+.3fs off, want a day", rt)
+	}
+	if _, err := Restore(patch); err != nil {
+		t.Fatal(err)
+	}
+	if rt, _, _ := skew(p.next(t)); !near(rt, 0, 1) {
+		t.Errorf("after: %+.3fs off", rt)
 	}
 }
