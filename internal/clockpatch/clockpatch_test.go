@@ -376,3 +376,65 @@ func TestPatchAStoppedProcess(t *testing.T) {
 		t.Errorf("after: %+.3fs off", rt)
 	}
 }
+
+// `date +%s` from busybox-static (static glibc), in a busybox shell loop:
+// ash runs its applets in its own process or a fork of it, which keeps
+// the patched vDSO, so each date reads the shifted clock.
+func TestBusyboxDate(t *testing.T) {
+	root(t)
+	bb := need(t, "busybox")
+	if out, _ := exec.Command("file", "-L", bb).Output(); !strings.Contains(string(out), "statically linked") {
+		t.Fatalf("%s is not static (install busybox-static):\n%s", bb, out)
+	}
+	cmd := exec.Command(bb, "sh", "-c", "while :; do date +%s; sleep 0.1; done")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan int64, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			n, _ := strconv.ParseInt(strings.TrimSpace(sc.Text()), 10, 64)
+			lines <- n
+		}
+	}()
+	// skewOf is what a date printed after now reads, against now.
+	skewOf := func() int64 {
+		t.Helper()
+		from := time.Now()
+		for {
+			select {
+			case n := <-lines:
+				if time.Since(from) > 150*time.Millisecond {
+					return n - time.Now().Unix()
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("busybox date printed nothing")
+			}
+		}
+	}
+	if s := skewOf(); s < -1 || s > 1 {
+		t.Fatalf("before: %+ds off", s)
+	}
+	patch, _, err := Plan(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(&patch, Shift{Offset: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if s := skewOf(); s < 3599 || s > 3601 {
+		t.Errorf("held: busybox date is %+ds off, want +3600", s)
+	}
+	if _, err := Restore(patch); err != nil {
+		t.Fatal(err)
+	}
+	if s := skewOf(); s < -1 || s > 1 {
+		t.Errorf("after: busybox date is %+ds off", s)
+	}
+}
