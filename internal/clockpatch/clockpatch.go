@@ -162,10 +162,23 @@ func Apply(p *Patch, s Shift) error {
 	})
 }
 
+// ErrNotPatched is Set's answer for a process that does not run this
+// patch's fake (any more): it ran a new program since, or was restored.
+var ErrNotPatched = errors.New("the process does not run this fake clock")
+
 // Set changes the shift of a patched process; the process is not stopped.
+// The process's vDSO must still jump to p.Page: after an exec that
+// address may hold anything of the new program's.
 func Set(p Patch, s Shift) error {
 	if err := same(p); err != nil {
 		return err
+	}
+	cur, patched, err := Plan(p.Pid)
+	if err != nil {
+		return err
+	}
+	if !patched || cur.Page != p.Page {
+		return ErrNotPatched
 	}
 	return writeMem(p.Pid, p.Page, s.bytes())
 }

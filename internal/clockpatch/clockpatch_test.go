@@ -5,6 +5,7 @@ package clockpatch
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -436,5 +437,29 @@ func TestBusyboxDate(t *testing.T) {
 	}
 	if s := skewOf(); s < -1 || s > 1 {
 		t.Errorf("after: busybox date is %+ds off", s)
+	}
+}
+
+// Set refuses a process that no longer runs the patch: restored, it must
+// not write at the page's old address.
+func TestSetRefusesAnUnpatchedProcess(t *testing.T) {
+	root(t)
+	p := start(t, programs(t)["go"])
+	pid := p.cmd.Process.Pid
+	patch, _, err := Plan(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(&patch, Shift{Offset: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Restore(patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := Set(patch, Shift{Offset: time.Hour}); !errors.Is(err, ErrNotPatched) {
+		t.Errorf("Set after Restore: %v, want ErrNotPatched", err)
+	}
+	if rt, _, _ := skew(p.next(t)); !near(rt, 0, 1) {
+		t.Errorf("%+.3fs off", rt)
 	}
 }
