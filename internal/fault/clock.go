@@ -211,8 +211,12 @@ func (c *clockApp) keep(env Env) {
 			return
 		case <-rescan.C:
 			if _, pids, err := c.h.Processes(context.Background()); err == nil {
+				before := c.pids()
 				if err := c.patchNew(pids); err != nil {
 					env.Record("clock.error", rundir.F("operation", c.op.Operation), rundir.F("error", err.Error()))
+				}
+				if now := c.pids(); now != before {
+					env.Record("clock.patched", rundir.F("operation", c.op.Operation), rundir.F("run", c.op.Run), rundir.F("pids", now))
 				}
 			}
 		case <-flip:
