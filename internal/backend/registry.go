@@ -52,6 +52,9 @@ type Registration struct {
 	// Claims reports whether the backend makes a's instances whatever a's
 	// backend field says (instance hooks make them, on any backend).
 	Claims func(a *adapter.Adapter) bool
+	// TimeNamespaces says its instances can start in a time namespace of
+	// their own (InstanceSpec.TimeOffsets, a workload's clock).
+	TimeNamespaces bool
 	// Always opens the backend in every run, for the processes the harness
 	// itself starts on this machine (hooks, watchers): its captures and
 	// sweeps see them.

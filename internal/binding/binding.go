@@ -76,6 +76,14 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		}
 	}
 	b.aims()
+	for _, w := range x.Workloads {
+		if w.Clock == nil {
+			continue
+		}
+		if r, err := backend.ForInstances(a); err == nil && (!r.TimeNamespaces || a.Instance.HasHooks()) {
+			b.na(fmt.Sprintf("workload %s: clock offsets need instances started in a time namespace of their own, which the %s backend of adapter %s does not start", w.Name, r.Name, a.ID))
+		}
+	}
 	x.EachCheck(func(p string, c *experiment.Check) {
 		if c.Kind == experiment.CheckStall && c.File != "" && a.Instance.HasHooks() {
 			b.na(fmt.Sprintf("check %s watches a file inside instances, which the adapter's hooks make and the harness cannot look into", c.Name))

@@ -414,6 +414,22 @@ flow:
 `), reasons: []string{
 		"operation f: freeze on instances of counter: the adapter lists only kill, restart for it",
 	}},
+	{name: "workload clock offsets on containers are n/a", adapter: "docker", status: NA, experiment: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - {name: w, run: echo, clock: {monotonic: 1h}}
+flow: w
+`), reasons: []string{
+		"workload w: clock offsets need instances started in a time namespace of their own, which the docker backend of adapter docker does not start",
+	}},
+	{name: "workload clock offsets on local processes bind", adapter: "proc", status: Valid, experiment: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - {name: w, run: echo, clock: {monotonic: 1h}}
+flow: w
+`)},
 	{name: "fault a role does not list", adapter: "docker", status: NA, experiment: doc(`
 apiVersion: chaos/v1alpha1
 id: t

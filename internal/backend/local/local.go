@@ -40,6 +40,8 @@ func init() {
 		Targets:   []backend.Kind{backend.Process},
 		Shared:    []backend.Kind{backend.Process},
 		Always:    true,
+		// unshare --time before the wrapper (netns.go).
+		TimeNamespaces: true,
 		// Network faults: netns.go.
 		Support:       support,
 		TargetSupport: targetSupport,
