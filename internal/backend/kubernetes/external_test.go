@@ -131,6 +131,9 @@ func TestExternalScaleJournal(t *testing.T) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "gateway", Annotations: yes}, Spec: appsv1.DeploymentSpec{Replicas: &replicas}}
 	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gw"}}, d)
 	var order []string
+	// The first scale update is refused as a conflict, as when the
+	// controller wrote the Deployment's status meanwhile.
+	conflicts := 1
 	cs.PrependReactor("*", "deployments", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		switch {
 		case action.GetSubresource() == "scale" && action.GetVerb() == "get":
@@ -139,6 +142,10 @@ func TestExternalScaleJournal(t *testing.T) {
 				return true, nil, err
 			}
 			return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "gateway", Namespace: "gw"}, Spec: autoscalingv1.ScaleSpec{Replicas: *cur.(*appsv1.Deployment).Spec.Replicas}}, nil
+		case action.GetSubresource() == "scale" && action.GetVerb() == "update" && conflicts > 0:
+			conflicts--
+			order = append(order, "conflict")
+			return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), "gateway", fmt.Errorf("the object has been modified"))
 		case action.GetSubresource() == "scale" && action.GetVerb() == "update":
 			sc := action.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
 			cur, _ := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "gw", "gateway")
@@ -171,8 +178,8 @@ func TestExternalScaleJournal(t *testing.T) {
 	if got := get(); *got.Spec.Replicas != 0 || got.Annotations[AnnotationRestoreReplicas] != "3" || got.Annotations[AnnotationRestoreRun] != b.run.ID {
 		t.Fatalf("after the scale down: replicas %d, annotations %v", *got.Spec.Replicas, got.Annotations)
 	}
-	if strings.Join(order, ",") != "patch,scale 0" {
-		t.Fatalf("calls %v: the journal must be written before the scale", order)
+	if strings.Join(order, ",") != "patch,conflict,scale 0" {
+		t.Fatalf("calls %v: the journal must be written before the scale, and a conflict tried again", order)
 	}
 	// The harness is killed here; chaos cleanup gives the replicas back.
 	var found []string

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -611,14 +612,24 @@ func (b *Backend) scale(ctx context.Context, sc scope, ref controllerRef, replic
 		if err := b.journalScale(ctx, ref, was); err != nil {
 			return 0, fmt.Errorf("writing the replicas of %s to give back on it: %w", ref.key(), err)
 		}
-		// The journal changed the object: its scale is read again, or
-		// the update below is refused as a conflict.
-		if sc2, err = a.getScale(); err != nil {
-			return 0, err
-		}
 	}
-	sc2.Spec.Replicas = replicas
-	if err := a.updateScale(sc2); err != nil {
+	// The update is refused as a conflict when anything changed the object
+	// since its scale was read (the journal just written, its controller
+	// writing its status): the scale is read again and the update tried
+	// again, as kubectl scale does.
+	first := !journal
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			var err error
+			if sc2, err = a.getScale(); err != nil {
+				return err
+			}
+		}
+		first = false
+		sc2.Spec.Replicas = replicas
+		return a.updateScale(sc2)
+	})
+	if err != nil {
 		return 0, fmt.Errorf("scaling %s to %d: %w", ref.key(), replicas, err)
 	}
 	if sc.external && !journal {
