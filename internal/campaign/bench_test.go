@@ -12,6 +12,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/runners"
 )
 
 // cpuTime is the CPU time (user and system) of this process and of its
@@ -79,7 +80,7 @@ func BenchmarkCampaignOverhead(b *testing.B) {
 	a := local(b)
 	for _, parallel := range []int{1, 2} {
 		b.Run("parallel="+string(rune('0'+parallel)), func(b *testing.B) {
-			ex := &timed{inner: &Local{Config: engine.Config{Experiment: x, Adapter: a, Env: os.Environ()}}}
+			ex := &timed{inner: &runners.Local{Config: engine.Config{Experiment: x, Adapter: a, Env: os.Environ()}}}
 			seed := uint64(1)
 			cpu0 := cpuTime()
 			b.ResetTimer()

@@ -14,6 +14,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/internal/runners"
 	"github.com/chaos-harness/chaos/internal/stats"
 )
 
@@ -57,7 +58,7 @@ func campaignOf(t testing.TB, ctx context.Context, x *experiment.Experiment, o O
 	o.Experiment, o.Adapter, o.RunsDir = x, a, runs
 	var console bytes.Buffer
 	o.Console = &console
-	o.Executor = &Local{Config: engine.Config{Experiment: x, Adapter: a, Env: os.Environ()}}
+	o.Executor = &runners.Local{Config: engine.Config{Experiment: x, Adapter: a, Env: os.Environ()}}
 	res, err := Execute(ctx, o)
 	if err != nil {
 		t.Fatal(err)

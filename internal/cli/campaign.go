@@ -10,9 +10,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/jobrunner"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/campaign"
 	"github.com/chaos-harness/chaos/internal/engine"
+	"github.com/chaos-harness/chaos/internal/runners"
 )
 
 // inputError is an error in what the user gave (a flag, an argument): the
@@ -28,7 +30,7 @@ type campaignFlags struct {
 	keep     string
 	label    string
 	runner   string
-	k8s      campaign.KubeOptions
+	k8s      jobrunner.KubeOptions
 }
 
 // campaignHelp is added to chaos run's help.
@@ -58,7 +60,7 @@ func withCampaign(s *streams, cmd *cobra.Command) *cobra.Command {
 	f.StringVar(&cf.keep, "keep", campaign.KeepAll, "campaign: all, or failed (delete the directories of runs that passed without a hit; their ledger lines stay)")
 	f.StringVar(&cf.label, "label", "", "campaign: what is being tested, for the page and chaos compare (e.g. \"gateway @ 9f1cdb4 + fix\")")
 	f.StringVar(&cf.runner, "runner", campaign.RunnerLocal, "campaign: where runs run: local (this machine) or kubernetes (a Job per run)")
-	f.StringVar(&cf.k8s.Image, "runner-image", "", "campaign, --runner kubernetes: the image with the chaos binary (default: "+campaign.DefaultRunnerImageHint+")")
+	f.StringVar(&cf.k8s.Image, "runner-image", "", "campaign, --runner kubernetes: the image with the chaos binary (default: "+jobrunner.DefaultRunnerImageHint+")")
 	f.StringVar(&cf.k8s.Namespace, "runner-namespace", "", "campaign, --runner kubernetes: an existing namespace for the Jobs (default: one the campaign makes and deletes)")
 	cmd.Long += campaignHelp
 	single := cmd.RunE
@@ -167,14 +169,14 @@ func runCampaign(s *streams, c *cobra.Command, ref string, cf campaignFlags) err
 	case campaign.RunnerKubernetes:
 		k := cf.k8s
 		k.Config, k.Env, k.Settle = cfg, s.st.Env, flagValue(c, "settle")
-		ex, err := campaign.NewKube(k)
+		ex, err := jobrunner.NewKube(k)
 		if err != nil {
 			return inputError(err.Error())
 		}
 		defer ex.Close()
 		opts.Executor = ex
 	default:
-		opts.Executor = &campaign.Local{Config: cfg}
+		opts.Executor = &runners.Local{Config: cfg}
 	}
 	ctx, stop := s.signalContext()
 	defer stop()

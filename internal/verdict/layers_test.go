@@ -10,10 +10,12 @@ import (
 // readSide are the packages that read run directories and manifests. They
 // must build without the process supervisor, the engine or any backend, so
 // that chaos evaluate and chaos report work on a CI artefact on a laptop and
-// the architecture shows in the imports. internal/campaign is not listed
-// yet: its Kubernetes runner still imports the engine (issue 30, item 1).
+// the architecture shows in the imports. internal/campaign decides how many
+// runs and what they add up to; the runners that make them (the engine in
+// this process, Jobs on a cluster) are given to it from outside
+// (internal/runners, internal/backend/kubernetes/jobrunner).
 var readSide = []string{
-	"verdict", "report", "runview", "evidence", "export", "share", "stats", "junit",
+	"verdict", "report", "runview", "evidence", "export", "share", "stats", "junit", "campaign",
 }
 
 // runSide are import path fragments that belong to running an experiment.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	kbackend "github.com/chaos-harness/chaos/internal/backend/kubernetes"
 	"github.com/chaos-harness/chaos/internal/campaign"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -153,7 +154,7 @@ func TestCampaignAsJobsInterrupted(t *testing.T) {
 	// Wait until both first runs' pods are running their workload.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		pods, _ := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: campaign.LabelCampaign})
+		pods, _ := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: kbackend.LabelCampaign})
 		running := 0
 		for _, p := range pods.Items {
 			if p.Status.Phase == "Running" && strings.HasPrefix(p.Namespace, "chaos-campaign-") {

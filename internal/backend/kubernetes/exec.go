@@ -8,11 +8,6 @@ import (
 	"io"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/remotecommand"
-	utilexec "k8s.io/client-go/util/exec"
-	"k8s.io/streaming/pkg/httpstream"
-
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
 )
 
@@ -33,35 +28,7 @@ func (b *Backend) execIn(ctx context.Context, sc scope, pod, container string, c
 		return err
 	}
 	defer release()
-	req := b.cs.CoreRESTClient().Post().Resource("pods").Namespace(sc.ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, kubeapi.ParameterCodec())
-	ws, err := remotecommand.NewWebSocketExecutor(b.cfg, "GET", req.URL().String())
-	if err != nil {
-		return err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(b.cfg, "POST", req.URL())
-	if err != nil {
-		return err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	if err != nil {
-		return err
-	}
-	var stderr bytes.Buffer
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: &stderr})
-	var code utilexec.CodeExitError
-	if errors.As(err, &code) {
-		return fmt.Errorf("%s in %s/%s exited %d: %s", cmd[0], pod, container, code.Code, strings.TrimSpace(stderr.String()))
-	}
-	if err != nil {
-		return fmt.Errorf("exec in %s/%s: %w", pod, container, err)
-	}
-	return nil
+	return kubeapi.Exec(ctx, b.cfg, b.cs, sc.ns, pod, container, cmd, stdout)
 }
 
 // killScript signals every process of one container of a pod whose

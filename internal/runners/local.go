@@ -1,4 +1,9 @@
-package campaign
+// Package runners are the places a campaign's (and a hunt's) runs run that
+// need the engine: this process. The campaign package decides how many
+// runs, with which seeds, and what they add up to; a runner makes one run.
+// (The Kubernetes runner, Jobs on a cluster, is with its backend:
+// internal/backend/kubernetes/jobrunner.)
+package runners
 
 import (
 	"context"
@@ -20,7 +25,10 @@ type Local struct {
 	Config engine.Config
 }
 
-// Run implements Executor.
+// errNoVerdict marks a run that ended without a verdict.
+var errNoVerdict = errors.New("the run left no verdict")
+
+// Run implements campaign.Executor.
 func (l *Local) Run(ctx context.Context, dir string, index int, seed uint64) (string, string, error) {
 	cfg := l.Config
 	cfg.Seed = &seed

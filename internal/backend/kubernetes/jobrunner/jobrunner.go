@@ -1,4 +1,18 @@
-package campaign
+// Package jobrunner is the kubernetes runner of campaigns: it makes each
+// run of a campaign a Job on a cluster.
+// The Job's one pod runs the chaos binary of an image
+// (scripts/k8s/chaos-image.sh builds it: FROM scratch, the static chaos
+// binary and Debian's busybox-static) as `chaos run --seed <the run's
+// seed>` against the experiment and adapter the campaign ships in a
+// ConfigMap, with the process backend inside the pod: the run's instances
+// are processes in the Job's container, isolated from other runs by the
+// pod itself (its own network namespace, so its own ports). When the run
+// has ended, a readiness probe (the file /runs/.done) makes the pod Ready;
+// the runner copies the run directory out of the pod with exec and tar
+// (extracted with package tarsafe, as the kubernetes backend collects an
+// instance's output) into the campaign directory, tells the pod it may
+// end, and deletes the Job.
+package jobrunner
 
 import (
 	"bytes"
@@ -20,9 +34,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/remotecommand"
-	utilexec "k8s.io/client-go/util/exec"
-	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes"
@@ -31,20 +42,6 @@ import (
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/tarsafe"
 )
-
-// The kubernetes runner makes each run of a campaign a Job on a cluster.
-// The Job's one pod runs the chaos binary of an image
-// (scripts/k8s/chaos-image.sh builds it: FROM scratch, the static chaos
-// binary and Debian's busybox-static) as `chaos run --seed <the run's
-// seed>` against the experiment and adapter the campaign ships in a
-// ConfigMap, with the process backend inside the pod: the run's instances
-// are processes in the Job's container, isolated from other runs by the
-// pod itself (its own network namespace, so its own ports). When the run
-// has ended, a readiness probe (the file /runs/.done) makes the pod Ready;
-// the runner copies the run directory out of the pod with exec and tar
-// (extracted with package tarsafe, as the kubernetes backend collects an
-// instance's output) into the campaign directory, tells the pod it may
-// end, and deletes the Job.
 
 // DefaultRunnerImage is the image the kubernetes runner uses when none is
 // given.
@@ -257,7 +254,7 @@ func (k *Kube) job(index int, seed uint64) *batchv1.Job {
 	}
 }
 
-// Run implements Executor: one Job, its run directory collected into dir.
+// Run implements campaign.Executor: one Job, its run directory collected into dir.
 func (k *Kube) Run(ctx context.Context, dir string, index int, seed uint64) (string, string, error) {
 	if err := k.prepare(ctx, dir); err != nil {
 		return "", "", err
@@ -412,32 +409,7 @@ func (k *Kube) collect(ctx context.Context, pod, dir string) (string, error) {
 // exec runs cmd in the pod's chaos container, its standard output to
 // stdout.
 func (k *Kube) exec(ctx context.Context, pod string, cmd []string, stdout io.Writer) error {
-	req := k.cs.CoreRESTClient().Post().Resource("pods").Namespace(k.ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: "chaos", Command: cmd, Stdout: true, Stderr: true}, kubeapi.ParameterCodec())
-	ws, err := remotecommand.NewWebSocketExecutor(k.cfg, "GET", req.URL().String())
-	if err != nil {
-		return err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(k.cfg, "POST", req.URL())
-	if err != nil {
-		return err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
-	if err != nil {
-		return err
-	}
-	if stdout == nil {
-		stdout = io.Discard
-	}
-	var stderr bytes.Buffer
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: &stderr})
-	var code utilexec.CodeExitError
-	if errors.As(err, &code) {
-		return fmt.Errorf("%s exited %d: %s", cmd[0], code.Code, strings.TrimSpace(stderr.String()))
-	}
-	return err
+	return kubeapi.Exec(ctx, k.cfg, k.cs, k.ns, pod, "chaos", cmd, stdout)
 }
 
 // Close deletes what the runner made: its namespace (with every Job left
