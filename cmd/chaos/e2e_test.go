@@ -117,6 +117,10 @@ func haveClockFaults() (bool, error) {
 //	flakyhits RUN OUT     check RUN's verdict.json flaky list against the
 //	                      instances its operations hit, and write the hits
 //	                      to OUT
+//	schedule RUN OUT      check that RUN applied its manifest.json's drawn
+//	                      schedules (schedule.drawn, then each step's
+//	                      schedule.step and operation.started, in order),
+//	                      and write the schedules to OUT
 //
 // Condition [redis]: redis-server is installed (an error in CI without it).
 // Condition [etcd]: etcd and etcdctl are installed (likewise).
@@ -165,6 +169,7 @@ func TestScripts(t *testing.T) {
 			"cmpblock":  cmdCmpBlock,
 			"sameblock": cmdSameBlock,
 			"flakyhits": cmdFlakyHits,
+			"schedule":  cmdSchedule,
 		},
 	})
 }
@@ -317,6 +322,62 @@ func cmdFlakyHits(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("flaky hit %s of %s on %v, but the operations hit %v", f.Check, f.Issue, got, hit)
 		}
 		fmt.Fprintf(&out, "%s %s %s of %d\n", f.Issue, f.Check, strings.Join(got, ","), f.Of)
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), out.Bytes(), 0o644))
+}
+
+func cmdSchedule(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: schedule RUN OUT")
+	}
+	run := ts.MkAbs(args[0])
+	var m struct {
+		Schedules []struct {
+			Node  string `json:"node"`
+			Steps []struct {
+				Gap       string `json:"gap"`
+				Operation string `json:"operation"`
+			} `json:"steps"`
+		} `json:"schedules"`
+	}
+	if err := json.Unmarshal([]byte(ts.ReadFile(filepath.Join(run, "manifest.json"))), &m); err != nil {
+		ts.Fatalf("manifest.json: %v", err)
+	}
+	if len(m.Schedules) == 0 {
+		ts.Fatalf("manifest.json has no schedules")
+	}
+	var out bytes.Buffer
+	for _, sc := range m.Schedules {
+		var want []string
+		fmt.Fprintf(&out, "%s:", sc.Node)
+		for _, st := range sc.Steps {
+			want = append(want, st.Operation)
+			fmt.Fprintf(&out, " +%s %s", st.Gap, st.Operation)
+		}
+		out.WriteString("\n")
+		// What the timeline shows the node did: the schedule it drew, then
+		// for each step the operation that started right after it.
+		var drawn, applied []string
+		next := false
+		for _, e := range readTimeline(ts, filepath.Join(run, "timeline.jsonl")) {
+			switch {
+			case e["event"] == "schedule.drawn" && e["node"] == sc.Node:
+				for _, st := range e["steps"].([]any) {
+					drawn = append(drawn, st.(map[string]any)["operation"].(string))
+				}
+			case e["event"] == "schedule.step" && e["node"] == sc.Node:
+				next = true
+			case e["event"] == "operation.started" && next:
+				applied = append(applied, e["operation"].(string))
+				next = false
+			}
+		}
+		if !slices.Equal(drawn, want) {
+			ts.Fatalf("%s: schedule.drawn has %v, manifest.json %v", sc.Node, drawn, want)
+		}
+		if !slices.Equal(applied, want) {
+			ts.Fatalf("%s: the operations started %v, the schedule is %v", sc.Node, applied, want)
+		}
 	}
 	ts.Check(os.WriteFile(ts.MkAbs(args[1]), out.Bytes(), 0o644))
 }

@@ -443,6 +443,16 @@ func describeFlow(w io.Writer, indent string, x *experiment.Experiment, f *exper
 		fmt.Fprintf(w, "%swait %s\n", indent, f.Delay)
 	case experiment.FlowStop:
 		fmt.Fprintf(w, "%sask %s to stop\n", indent, f.Stop)
+	case experiment.FlowGenerate:
+		g := f.Generate
+		fmt.Fprintf(w, "%s%s, a gap of %s to %s before each, drawn from the run's seed from:\n", indent, f.Label(), g.Gap.Min, g.Gap.Max)
+		for _, o := range g.Operations {
+			s := fmt.Sprintf("%s  %s (weight %d", indent, o.Operation, o.WeightOrDefault())
+			if o.Max > 0 {
+				s += fmt.Sprintf(", at most %d times", o.Max)
+			}
+			fmt.Fprintln(w, s+")")
+		}
 	case experiment.FlowRepeat:
 		fmt.Fprintf(w, "%s%s:\n", indent, f.Label())
 		describeFlow(w, indent+"  ", x, f.Repeat.Body)

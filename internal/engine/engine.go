@@ -503,6 +503,7 @@ func (e *engine) writeInputs() error {
 	}
 	m.Harness.Version, m.Harness.Go = buildinfo.String(), runtime.Version()
 	m.Seed = e.seed
+	m.Schedules = e.x.Schedules(e.seed)
 	m.Started = e.rec.Start().UTC()
 	m.Command = append([]string{"chaos"}, e.cfg.Args...)
 	adapterRef := e.a.ID

@@ -93,6 +93,8 @@ func (e *engine) nodeBody(ctx context.Context, f *experiment.FlowNode) error {
 		return e.repeat(ctx, f)
 	case experiment.FlowStop:
 		return e.stopWorkload(ctx, f.Stop)
+	case experiment.FlowGenerate:
+		return e.generate(ctx, f)
 	}
 	return fmt.Errorf("unknown flow node kind %q", f.Kind)
 }
@@ -160,6 +162,24 @@ func (e *engine) repeat(ctx context.Context, f *experiment.FlowNode) error {
 			return err
 		}
 	}
+}
+
+// generate runs the schedule the node draws from the run's seed: each
+// step's gap, then its operation (with its duration and revert), as the
+// serial flow of delays and operations a reproducer writes would.
+func (e *engine) generate(ctx context.Context, f *experiment.FlowNode) error {
+	s := f.Generate.Draw(e.seed, nodeID(f))
+	e.rec.Record("schedule.drawn", rundir.F("node", s.Node), rundir.F("steps", s.Steps))
+	for i, st := range s.Steps {
+		if err := backend.Sleep(ctx, st.Gap.D()); err != nil {
+			return err
+		}
+		e.rec.Record("schedule.step", rundir.F("node", s.Node), rundir.F("step", i+1), rundir.F("of", len(s.Steps)), rundir.F("operation", st.Operation))
+		if err := e.applyOperation(ctx, e.x.Operation(st.Operation)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // waitSignal waits for the first line matching the adapter's signal since

@@ -175,6 +175,8 @@ type FlowNode struct {
 	Repeat   *Repeat     `json:"repeat,omitempty"`
 	// Stop is the workload a stop node asks to stop.
 	Stop string `json:"stop,omitempty"`
+	// Generate is a generate node's declaration (generate.go).
+	Generate *Generate `json:"generate,omitempty"`
 }
 
 // Wait ends on a workload condition or on a signal.
@@ -213,7 +215,7 @@ type Repeat struct {
 	Body  *FlowNode `json:"body"`
 }
 
-// flowKeys are the keys error messages list; stop is accepted too (and
+// flowKeys are the keys error messages list; stop and generate are accepted too (and
 // suggested), but left out of those lists so their wording stays stable.
 var flowKeys = []string{FlowSerial, FlowParallel, FlowWait, FlowDelay, FlowRepeat}
 
@@ -267,6 +269,9 @@ func (f *FlowNode) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string)
 		case FlowRepeat:
 			f.Kind = FlowRepeat
 			f.Repeat = decodeRepeat(d, v, child)
+		case FlowGenerate:
+			f.Kind = FlowGenerate
+			f.Generate = decodeGenerate(d, v, child)
 		case FlowStop:
 			f.Kind = FlowStop
 			if v.Kind != yaml.ScalarNode || v.Value == "" || v.Tag == "!!null" {
@@ -276,7 +281,7 @@ func (f *FlowNode) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string)
 			f.Stop = v.Value
 		default:
 			msg := fmt.Sprintf("unknown flow node %q: expected one of %s, or a bare workload or operation name", k.Value, strings.Join(flowKeys, ", "))
-			if s := manifest.Suggest(k.Value, append(flowKeys[:len(flowKeys):len(flowKeys)], FlowStop)); s != "" {
+			if s := manifest.Suggest(k.Value, append(flowKeys[:len(flowKeys):len(flowKeys)], FlowStop, FlowGenerate)); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			d.Errorf(k, child, "%s", msg)
@@ -383,6 +388,8 @@ func (f *FlowNode) Label() string {
 		return "delay " + f.Delay.String()
 	case FlowStop:
 		return "stop " + f.Stop
+	case FlowGenerate:
+		return generateLabel(f.Generate)
 	case FlowRepeat:
 		var parts []string
 		if f.Repeat.For > 0 {

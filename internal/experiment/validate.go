@@ -107,6 +107,7 @@ func validate(d *manifest.Decoder, x *Experiment) {
 		x.Flow.Walk(func(f *FlowNode) { validateFlowNode(d, x, f, used) })
 		checkWorkloadRuns(d, x)
 		checkRepeats(d, x, x.Flow, 1)
+		checkGenerateInRepeat(d, x.Flow, "")
 		for i, w := range x.Workloads {
 			if w.Name != "" && !used[w.Name] {
 				d.Warn(fmt.Sprintf("workloads[%d].name", i), "workload %q is never used by the flow", w.Name)
@@ -618,6 +619,8 @@ func validateFlowNode(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 				d.Problem(p+".condition", "condition applies to workload waits, not signals")
 			}
 		}
+	case FlowGenerate:
+		validateGenerate(d, x, f, used)
 	case FlowStop:
 		if x.Workload(f.Stop) == nil {
 			d.Problem(manifest.Join(f.Path, "stop"), "no workload named %q%s", f.Stop, manifest.DidYouMean(f.Stop, workloadNames(x)))
@@ -881,6 +884,9 @@ func minDuration(x *Experiment, f *FlowNode) time.Duration {
 		if o := x.Operation(f.Ref); o != nil {
 			return o.Duration.D()
 		}
+	case FlowGenerate:
+		// Its schedule may draw nothing.
+		return 0
 	case FlowSerial:
 		var sum time.Duration
 		for _, c := range f.Children {
@@ -907,4 +913,25 @@ func instanceRange(w *Workload) string {
 		return fmt.Sprintf("its instances are %s to %s", InstanceName(w.Name, 0), InstanceName(w.Name, n-1))
 	}
 	return "its only instance is " + InstanceName(w.Name, 0)
+}
+
+// checkGenerateInRepeat refuses a generate inside a repeat: a generate
+// draws its whole schedule once per run (manifest.json records it before
+// the flow starts), and its for or times already repeat.
+func checkGenerateInRepeat(d *manifest.Decoder, f *FlowNode, inRepeat string) {
+	if f == nil {
+		return
+	}
+	switch f.Kind {
+	case FlowGenerate:
+		if inRepeat != "" {
+			d.Problem(manifest.Join(f.Path, FlowGenerate), "a generate cannot be inside a repeat (%s): it draws its schedule once per run; give it for or times instead", inRepeat)
+		}
+	case FlowRepeat:
+		checkGenerateInRepeat(d, f.Repeat.Body, f.Path)
+	default:
+		for _, c := range f.Children {
+			checkGenerateInRepeat(d, c, inRepeat)
+		}
+	}
 }

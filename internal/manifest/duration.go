@@ -84,3 +84,18 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 // MarshalYAML writes the duration as a string such as "15s".
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalJSON reads what MarshalJSON wrote, so JSON the harness wrote
+// (manifest.json's schedules) reads back.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}

@@ -127,13 +127,15 @@ type page struct {
 	Adapter      string
 	Seed         string
 	Replay       string
-	Hypothesis   string
-	Host         string
-	Harness      string
-	Git          string
-	Aborted      bool
-	NA           []string
-	Counts       []count
+	// Schedules are what the flow's generate nodes drew, as text.
+	Schedules  []scheduleRow
+	Hypothesis string
+	Host       string
+	Harness    string
+	Git        string
+	Aborted    bool
+	NA         []string
+	Counts     []count
 
 	// For the script: the time span and t=0 in Unix milliseconds.
 	End     string
@@ -178,6 +180,8 @@ type page struct {
 
 // navItem is a link to a section of the page.
 type navItem struct{ Href, Text string }
+
+type scheduleRow struct{ Node, Steps string }
 
 type count struct {
 	Result string
@@ -236,6 +240,13 @@ func build(r *runview.Run) *page {
 		}
 		p.Seed = strconv.FormatUint(m.Seed, 10)
 		p.Replay = m.ReplayLine()
+		for _, sc := range m.Schedules {
+			steps := sc.String()
+			if steps == "" {
+				steps = "(nothing drawn)"
+			}
+			p.Schedules = append(p.Schedules, scheduleRow{Node: sc.Node, Steps: clip(steps, maxDetail)})
+		}
 		if m.Host.Name != "" {
 			p.Host = fmt.Sprintf("%s (%s/%s, %d CPUs)", m.Host.Name, m.Host.OS, m.Host.Arch, m.Host.CPUs)
 		}

@@ -52,6 +52,8 @@ var Events = []EventSpec{
 	{"node.started", []string{"node", "kind", "name"}},
 	{"node.finished", []string{"node", "kind", "name", "ok", "error"}},
 	{"repeat.round", []string{"node", "round"}},
+	{"schedule.drawn", []string{"node", "steps"}},
+	{"schedule.step", []string{"node", "step", "of", "operation"}},
 
 	{"instance.state", []string{"workload", "instance", "state", "reason"}},
 	{"instance.created", []string{"workload", "instance", "system_id"}},

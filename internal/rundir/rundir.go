@@ -155,14 +155,16 @@ type Manifest struct {
 		Version string `json:"version"`
 		Go      string `json:"go"`
 	} `json:"harness"`
-	Git     *GitState         `json:"git,omitempty"`
-	Seed    uint64            `json:"seed"`
-	Host    Host              `json:"host"`
-	Started time.Time         `json:"started"`
-	Command []string          `json:"command"`
-	Replay  string            `json:"replay"`
-	Backend map[string]string `json:"backend,omitempty"`
-	Images  map[string]string `json:"images,omitempty"`
+	Git  *GitState `json:"git,omitempty"`
+	Seed uint64    `json:"seed"`
+	// Schedules are what the flow's generate nodes drew from Seed.
+	Schedules []Schedule        `json:"schedules,omitempty"`
+	Host      Host              `json:"host"`
+	Started   time.Time         `json:"started"`
+	Command   []string          `json:"command"`
+	Replay    string            `json:"replay"`
+	Backend   map[string]string `json:"backend,omitempty"`
+	Images    map[string]string `json:"images,omitempty"`
 	// Processes says how the run contained the processes it started on
 	// this machine; nil in runs made before it was recorded.
 	Processes *Processes `json:"processes,omitempty"`

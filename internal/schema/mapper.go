@@ -50,8 +50,23 @@ func flowNode() *jsonschema.Schema {
 		"parallel": list,
 		"do":       ref,
 	})
+	gap := &jsonschema.Schema{OneOf: []*jsonschema.Schema{duration(), obj(map[string]*jsonschema.Schema{"min": duration(), "max": duration()})}}
+	genOp := &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		str("The name of an operation of this experiment (weight 1)."),
+		obj(map[string]*jsonschema.Schema{
+			"operation": str("The name of an operation of this experiment."),
+			"weight":    {Type: "integer", Minimum: "0", Description: "Relative chance of being drawn (default 1)."},
+			"max":       {Type: "integer", Minimum: "0", Description: "Drawn at most this many times (0: no cap)."},
+		}, "operation"),
+	}}
+	generate := obj(map[string]*jsonschema.Schema{
+		"for":        duration(),
+		"times":      {Type: "integer", Minimum: "1"},
+		"gap":        gap,
+		"operations": {Type: "array", Items: genOp},
+	}, "operations")
 	return &jsonschema.Schema{
-		Description: "A flow node: a workload or operation name, serial, parallel, wait, delay, repeat or stop.",
+		Description: "A flow node: a workload or operation name, serial, parallel, wait, delay, repeat, generate or stop.",
 		OneOf: []*jsonschema.Schema{
 			str("The name of a workload (run its instances to their end) or an operation (apply it)."),
 			list,
@@ -60,6 +75,7 @@ func flowNode() *jsonschema.Schema {
 			obj(map[string]*jsonschema.Schema{"wait": wait}, "wait"),
 			obj(map[string]*jsonschema.Schema{"delay": duration()}, "delay"),
 			obj(map[string]*jsonschema.Schema{"repeat": repeat}, "repeat"),
+			obj(map[string]*jsonschema.Schema{"generate": generate}, "generate"),
 			obj(map[string]*jsonschema.Schema{"stop": str("Ask this workload's running instances to stop: the harness creates $CHAOS_STOP_FILE in each.")}, "stop"),
 		},
 	}
