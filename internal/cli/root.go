@@ -256,7 +256,7 @@ var commandGroups = []*cobra.Group{
 
 var commandGroup = map[string]string{
 	"run": "running", "replay": "running", "validate": "running", "list": "running",
-	"show": "running", "cleanup": "running",
+	"show": "running", "cleanup": "running", "hunt": "running",
 	"evaluate": "run", "report": "run", "evidence": "run", "share": "run",
 	"stats": "runs", "compare": "runs", "export": "runs", "dashboard": "runs",
 	"adapters": "systems", "preflight": "systems", "provision": "systems",
