@@ -147,6 +147,9 @@ type hunter struct {
 	// batch; confirming lets that batch past the budget's time.
 	reserve    int
 	confirming bool
+	// found is set once a candidate holds the threshold: from then on
+	// the reserve is kept (before, exploring may use the whole budget).
+	found bool
 }
 
 // Execute runs a hunt and writes its directory under RunsDir/hunts/.
@@ -283,7 +286,7 @@ func (h *hunter) left() (int, bool) {
 		return math.MaxInt, true
 	}
 	n := h.o.Count - h.f.Runs
-	if !h.confirming {
+	if h.found && !h.confirming {
 		n -= h.reserve
 	}
 	return n, n > 0
@@ -348,7 +351,8 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 	var queue []*explored
 	seen := map[string]bool{}
 	exploreHit, exploreOf := 0, 0
-	for round := 1; ; round++ {
+	round := 0
+	for {
 		if _, ok := h.left(); !ok || ctx.Err() != nil {
 			break
 		}
@@ -361,6 +365,7 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 			break
 		}
 		if len(queue) == 0 {
+			round++
 			h.logf("explore: %d runs of random schedules (round %d): the seed of each run draws its own", h.o.ExploreBatch, round)
 			res := h.batch(ctx, h.o.Experiment, h.o.ExploreBatch, "hunt explore")
 			if res == nil {
@@ -405,6 +410,7 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 			best = c
 			h.logf("aim: best so far is %s, %s", c.ID, c.Rate)
 		}
+		h.found = h.found || best.Rate.P() >= h.o.Threshold
 	}
 	if best != nil && best.Rate.Hit == 0 {
 		return nil
