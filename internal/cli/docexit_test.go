@@ -184,6 +184,28 @@ workloads:
   - {name: w, run: "true"}
 flow: w
 `
+	// exitHunt: a generate node draws a pause or two; the check fails
+	// every run when HIT is set in the workload's script.
+	exitHunt = `apiVersion: chaos/v1alpha1
+id: exit-hunt
+default-adapter: local
+workloads:
+  - name: w
+    run: |
+      while [ ! -e "$CHAOS_STOP_FILE" ]; do sleep 0.02; done
+      exit HIT
+    checks:
+      - {name: exited-ok, kind: exit-code}
+operations:
+  - {name: pause, uses: freeze, target: {workload: w}, duration: 10ms}
+flow:
+  parallel:
+    - w
+    - serial:
+        - wait: {workload: w, condition: started}
+        - generate: {times: 2, gap: 10ms, operations: [pause]}
+        - stop: w
+`
 	exitInconclusive = `apiVersion: chaos/v1alpha1
 id: exit-inconclusive
 version: 1
@@ -365,6 +387,11 @@ func exitCases(t *testing.T) map[string]exitCase {
 
 		"schema 0": {args: []string{"schema", "experiment"}},
 		"schema 4": {args: []string{"schema", "flow"}},
+
+		"hunt 0": {args: []string{"hunt", "--runs-dir", runs, "--count", "6", "--explore", "2", "--per-candidate", "2", "--confirm", "2", "--no-shrink", file("hunt-hit.yaml", strings.Replace(exitHunt, "exit HIT", "exit 1", 1))}},
+		"hunt 1": {args: []string{"hunt", "--runs-dir", runs, "--count", "2", file("hunt-steady.yaml", strings.Replace(exitHunt, "exit HIT", "exit 0", 1))}},
+		"hunt 2": {args: []string{"hunt", "--runs-dir", unwritable, "--count", "2", file("hunt-steady.yaml", strings.Replace(exitHunt, "exit HIT", "exit 0", 1))}},
+		"hunt 4": {args: []string{"hunt", "--count", "2", hello}},
 
 		"version 0":    {args: []string{"version"}},
 		"completion 0": {args: []string{"completion", "bash"}},

@@ -333,6 +333,7 @@ var readsNothingOfARun = map[string]string{
 	"deprovision": "runs the user's hook",
 	"docs":        "writes the reference",
 	"help":        "prints help",
+	"hunt":        "writes a hunt directory of campaigns, reads only the user's files and the runs it made",
 	"list":        "lists experiment files",
 	"preflight":   "checks a system",
 	"provision":   "runs the user's hook",
