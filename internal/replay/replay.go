@@ -17,8 +17,9 @@ import (
 
 // Choice is one random choice a run made.
 type Choice struct {
-	// Kind is "operation" (an application's selection and jitters) or
-	// "trigger" (a trigger's delay).
+	// Kind is "operation" (an application's selection and jitters),
+	// "trigger" (a trigger's delay) or "schedule" (what a generate node
+	// drew; Operation is the node's path, Steps its steps).
 	Kind      string `json:"kind"`
 	Operation string `json:"operation"`
 	// N is the application's number (operation.started's run) or the
@@ -27,6 +28,7 @@ type Choice struct {
 	Instances []string `json:"instances,omitempty"`
 	Jitter    []string `json:"jitter,omitempty"`
 	Delay     string   `json:"delay,omitempty"`
+	Steps     string   `json:"steps,omitempty"`
 	// T is when, in seconds from the run's start.
 	T float64 `json:"t"`
 }
@@ -35,14 +37,18 @@ type Choice struct {
 const (
 	KindOperation = "operation"
 	KindTrigger   = "trigger"
+	KindSchedule  = "schedule"
 )
 
 func (c Choice) key() string { return fmt.Sprintf("%s\x00%s\x00%d", c.Kind, c.Operation, c.N) }
 
 // what says the choice in words.
 func (c Choice) what() string {
-	if c.Kind == KindTrigger {
+	switch c.Kind {
+	case KindTrigger:
 		return "delay " + c.Delay
+	case KindSchedule:
+		return "drew " + c.Steps
 	}
 	s := "chose " + list(c.Instances)
 	if len(c.Jitter) > 0 {
@@ -68,6 +74,8 @@ func Choices(events []rundir.Event) []Choice {
 				Instances: strs(ev.Get("instances")), Jitter: strs(ev.Get("jitter")), T: ev.T})
 		case "trigger.fired":
 			out = append(out, Choice{Kind: KindTrigger, Operation: ev.String("operation"), N: intOf(ev.Get("fire")), Delay: ev.String("delay"), T: ev.T})
+		case "schedule.drawn":
+			out = append(out, Choice{Kind: KindSchedule, Operation: ev.String("node"), N: 1, Steps: stepsOf(ev.Get("steps")), T: ev.T})
 		}
 	}
 	return out
@@ -77,6 +85,20 @@ func intOf(v any) int {
 	var n int
 	_, _ = fmt.Sscan(rundir.ValueString(v), &n)
 	return n
+}
+
+// stepsOf renders schedule.drawn's steps as "+1.2s kill, +300ms freeze".
+func stepsOf(v any) string {
+	xs, _ := v.([]any)
+	parts := make([]string, 0, len(xs))
+	for _, x := range xs {
+		m, _ := x.(map[string]any)
+		parts = append(parts, "+"+rundir.ValueString(m["gap"])+" "+rundir.ValueString(m["operation"]))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func strs(v any) []string {
@@ -143,8 +165,11 @@ func Diff(original, replay []Choice) []Divergence {
 }
 
 func where(c Choice) string {
-	if c.Kind == KindTrigger {
+	switch c.Kind {
+	case KindTrigger:
 		return fmt.Sprintf("trigger of operation %s, firing %d", c.Operation, c.N)
+	case KindSchedule:
+		return "generate node " + c.Operation
 	}
 	return fmt.Sprintf("operation %s, application %d", c.Operation, c.N)
 }

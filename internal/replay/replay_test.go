@@ -53,3 +53,26 @@ func TestDiff(t *testing.T) {
 		t.Fatalf("divergences:\n%s\nwant:\n%s", strings.Join(says, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+func drawn(t float64, node string, steps ...string) rundir.Event {
+	var xs []any
+	for i := 0; i+1 < len(steps); i += 2 {
+		xs = append(xs, map[string]any{"gap": steps[i], "operation": steps[i+1]})
+	}
+	return rundir.Event{T: t, Name: "schedule.drawn", Fields: []rundir.Field{rundir.F("node", node), rundir.F("steps", xs)}}
+}
+
+func TestDiffSchedules(t *testing.T) {
+	orig := Choices([]rundir.Event{drawn(0.5, "flow.serial[1]", "120ms", "kill", "2s", "pause")})
+	if len(orig) != 1 || orig[0].Steps != "+120ms kill, +2s pause" {
+		t.Fatalf("choices %+v", orig)
+	}
+	if d := Diff(orig, orig); len(d) != 0 {
+		t.Fatalf("a schedule differs from itself: %+v", d)
+	}
+	d := Diff(orig, Choices([]rundir.Event{drawn(0.5, "flow.serial[1]", "120ms", "kill")}))
+	want := "generate node flow.serial[1]: drew +120ms kill at 0.5s (the original drew +120ms kill, +2s pause at 0.5s)"
+	if len(d) != 1 || d[0].Says != want {
+		t.Fatalf("divergences %+v, want %q", d, want)
+	}
+}
