@@ -89,3 +89,63 @@ func BenchmarkHuntLedger(b *testing.B) {
 		b.ReportMetric(100*float64(hit)/float64(max(of, 1)), "repro-fresh-hit-%")
 	}
 }
+
+// BenchmarkHuntOrder measures the second figure: the failure of
+// examples/stall-then-restart.yaml (a long pause, then a restart) hidden
+// in a 20-step random schedule, hunted with a budget of CHAOS_BENCH_N runs
+// (default 400). It reports the runs the hunt took, the reproducer's steps
+// and whether they are exactly long then bounce (1) or not (0). Runs only
+// with CHAOS_BENCH_HUNT=1.
+func BenchmarkHuntOrder(b *testing.B) {
+	if os.Getenv("CHAOS_BENCH_HUNT") != "1" {
+		b.Skip("set CHAOS_BENCH_HUNT=1: a hunt takes minutes")
+	}
+	bin, err := exec.LookPath("chaos")
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 400
+	if v, err := strconv.Atoi(os.Getenv("CHAOS_BENCH_N")); err == nil && v > 0 {
+		n = v
+	}
+	src, err := os.ReadFile(filepath.Join(examplesDir(b), "stall-then-restart.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	file := filepath.Join(dir, "order.yaml")
+	if err := os.WriteFile(file, []byte(strings.Replace(string(src), "times: 8", "times: 20", 1)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		runs := filepath.Join(dir, "runs")
+		cmd := exec.Command(bin, "hunt", "--count", strconv.Itoa(n), "--parallel", "2", "--per-candidate", "4", "--confirm", "10", "--runs-dir", runs, file)
+		cmd.Stderr = os.Stderr
+		if out, err := cmd.Output(); err != nil {
+			b.Fatalf("hunt: %v\n%s", err, out)
+		}
+		hdirs, _ := filepath.Glob(filepath.Join(runs, hunt.Subdir, "*"))
+		data, err := os.ReadFile(filepath.Join(hdirs[len(hdirs)-1], "hunt.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var f hunt.File
+		if err := json.Unmarshal(data, &f); err != nil {
+			b.Fatal(err)
+		}
+		exact := 0.0
+		for _, c := range f.Candidates {
+			if c.ID != f.Best {
+				continue
+			}
+			st := c.Schedules[0].Steps
+			if len(st) == 2 && st[0].Operation == "long" && st[1].Operation == "bounce" {
+				exact = 1
+			}
+			b.ReportMetric(float64(len(st)), "repro-steps")
+			b.Logf("random schedules %s; reproducer %s: %s, %s", f.Explore, c.ID, c.Schedules[0], c.Rate)
+		}
+		b.ReportMetric(float64(f.Runs), "runs-taken")
+		b.ReportMetric(exact, "long-then-bounce")
+	}
+}

@@ -360,6 +360,10 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 			h.logf("aim: %s reached --until %s (%s); searching no further", best.ID, stats.Percent(h.o.Until), best.Rate)
 			break
 		}
+		if best != nil && best.Rate.Lo >= h.o.Threshold {
+			h.logf("aim: %s's interval lies above the threshold %s (%s): it is a reproducer, so the rest of the budget goes to shrinking and confirming it", best.ID, stats.Percent(h.o.Threshold), best.Rate)
+			break
+		}
 		if best != nil && best.Rate.P() >= h.o.Threshold && h.spent() {
 			h.logf("aim: half the budget is spent and %s holds %s; the rest goes to shrinking and confirming it", best.ID, best.Rate)
 			break
