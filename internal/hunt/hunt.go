@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -113,7 +114,10 @@ type File struct {
 	// Explore is the hit rate of the random schedules.
 	Explore     campaign.Rate `json:"explore"`
 	ExploreRuns []string      `json:"explore_campaigns"`
-	Candidates  []*Candidate  `json:"candidates"`
+	// Choices compare, for each operation the generate nodes may draw,
+	// the exploring runs whose schedule had it with those whose had not.
+	Choices    []Choice     `json:"choices,omitempty"`
+	Candidates []*Candidate `json:"candidates"`
 	// Reproducer is the emitted file, "" when none was found.
 	Reproducer string `json:"reproducer,omitempty"`
 	Best       string `json:"best,omitempty"`
@@ -122,6 +126,15 @@ type File struct {
 	P           *float64 `json:"p,omitempty"`
 	Interrupted string   `json:"interrupted,omitempty"`
 	Log         []string `json:"log"`
+}
+
+// Choice is one operation's share in the exploring runs' hits.
+type Choice struct {
+	Operation string        `json:"operation"`
+	With      campaign.Rate `json:"with"`
+	Without   campaign.Rate `json:"without"`
+	// P is Fisher's exact test of With against Without (two-sided).
+	P float64 `json:"p"`
 }
 
 // States of a hunt.
@@ -351,6 +364,10 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 	var queue []*explored
 	seen := map[string]bool{}
 	exploreHit, exploreOf := 0, 0
+	// tally counts, per operation, the decided exploring runs whose
+	// schedule had it: [hits with, runs with]; all counts every run.
+	tally := map[string]*[2]int{}
+	var all [2]int
 	round := 0
 	for {
 		if _, ok := h.left(); !ok || ctx.Err() != nil {
@@ -386,12 +403,16 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 			h.mu.Unlock()
 			h.logf("explore: %s of this round hit; random schedules so far: %s", r, h.f.Explore)
 			for _, run := range res.File.Runs {
-				if !run.Hit || !campaign.Decided(run.Verdict) {
+				if !campaign.Decided(run.Verdict) {
 					continue
 				}
 				sc, err := schedulesOf(filepath.Join(res.Dir, run.Path))
 				if err != nil {
 					h.logf("explore: run %s: %v", run.RunID, err)
+					continue
+				}
+				count(tally, &all, sc, run.Hit)
+				if !run.Hit {
 					continue
 				}
 				key := fmt.Sprint(sc)
@@ -401,6 +422,7 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 				seen[key] = true
 				queue = append(queue, &explored{run: run.RunID, schedules: sc, checks: run.HitChecks})
 			}
+			h.choices(tally, all)
 			_ = h.save()
 			continue
 		}
@@ -424,6 +446,53 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 		return nil
 	}
 	return best
+}
+
+// count adds one exploring run to the tallies of the operations its
+// schedules had.
+func count(tally map[string]*[2]int, all *[2]int, sc []experiment.Schedule, hit bool) {
+	h := 0
+	if hit {
+		h = 1
+	}
+	all[0] += h
+	all[1]++
+	had := map[string]bool{}
+	for _, s := range sc {
+		for _, st := range s.Steps {
+			had[st.Operation] = true
+		}
+	}
+	for op := range had {
+		t := tally[op]
+		if t == nil {
+			t = &[2]int{}
+			tally[op] = t
+		}
+		t[0] += h
+		t[1]++
+	}
+}
+
+// choices records which drawn operations go with the hits, and logs those
+// that differ significantly (Fisher's exact test, p < 0.05): the choices
+// where failures appear.
+func (h *hunter) choices(tally map[string]*[2]int, all [2]int) {
+	var out []Choice
+	for _, op := range slices.Sorted(maps.Keys(tally)) {
+		t := tally[op]
+		wh, wn := t[0], t[1]
+		oh, on := all[0]-wh, all[1]-wn
+		c := Choice{Operation: op, With: campaign.NewRate(wh, wn), Without: campaign.NewRate(oh, on),
+			P: stats.FisherExact(wh, wn-wh, oh, on-oh)}
+		out = append(out, c)
+		if c.P < 0.05 {
+			h.logf("explore: schedules with %s hit %s, without it %s (p = %s)", op, c.With, c.Without, stats.FormatP(c.P))
+		}
+	}
+	h.mu.Lock()
+	h.f.Choices = out
+	h.mu.Unlock()
 }
 
 // better compares two rates by the lower end of their intervals, then by

@@ -153,3 +153,21 @@ func TestBetterPrefersTheSurerRate(t *testing.T) {
 		t.Error("1 of 10 is better than 5 of 10")
 	}
 }
+
+func TestCountTalliesEachOperationOnce(t *testing.T) {
+	tally := map[string]*[2]int{}
+	var all [2]int
+	sched := func(ops ...string) []experiment.Schedule {
+		s := experiment.Schedule{Node: "n"}
+		for _, o := range ops {
+			s.Steps = append(s.Steps, experiment.ScheduleStep{Operation: o})
+		}
+		return []experiment.Schedule{s}
+	}
+	count(tally, &all, sched("a", "a", "b"), true)
+	count(tally, &all, sched("a"), false)
+	count(tally, &all, sched("b"), true)
+	if all != [2]int{2, 3} || *tally["a"] != [2]int{1, 2} || *tally["b"] != [2]int{2, 2} {
+		t.Errorf("all %v, a %v, b %v; want [2 3], [1 2], [2 2]", all, *tally["a"], *tally["b"])
+	}
+}

@@ -34,6 +34,10 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25em .5em;te
 <dt>random schedules</dt><dd>hit {{.Explore.Hit}} of {{.Explore.Of}}{{if .Explore.Of}} ({{pct .Explore.P}}, 95% CI {{pct .Explore.Lo}}–{{pct .Explore.Hi}}){{end}}</dd>
 <dt>reproducer</dt><dd class="mono">{{if .Reproducer}}{{.Reproducer}} ({{.Best}}{{with .P}}; against the random schedules, Fisher's exact p = {{fmtp .}}{{end}}){{else}}none found{{end}}</dd>
 </dl>
+{{if .Choices}}<h2>Choices in the random schedules</h2>
+<table><tr><th>operation</th><th>schedules with it hit</th><th>without it</th><th>Fisher's p</th></tr>
+{{range .Choices}}<tr><td>{{.Operation}}</td><td>{{.With.Hit}} of {{.With.Of}}</td><td>{{.Without.Hit}} of {{.Without.Of}}</td><td>{{fmtp .P}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Candidates</h2>
 <table><tr><th>id</th><th>phase</th><th>from</th><th>steps</th><th>hit rate</th><th>95% CI</th><th></th><th>still fails</th><th>schedule</th></tr>
 {{range .Candidates}}<tr><td><a href="{{.File}}">{{.ID}}</a></td><td>{{.Phase}}</td><td>{{.From}}</td><td>{{.Steps}}</td>
