@@ -219,12 +219,20 @@ func Execute(ctx context.Context, o Options) (*File, string, error) {
 		h.reserve = min(o.Confirm, o.Count/4)
 	}
 	h.logf("hunt %s: %s on %s, budget %s, %d at once; results in %s", id, o.Experiment.ID, o.Adapter.ID, h.budgetText(), o.Parallel, dir)
-	best := h.search(ctx)
+	found := h.search(ctx)
+	best := found
 	if best != nil && !o.NoShrink && ctx.Err() == nil {
 		best = h.shrink(ctx, best)
 	}
 	if best != nil {
-		h.emit(ctx, best)
+		final := h.confirm(ctx, best)
+		if final == nil && best != found {
+			h.logf("confirm: trying %s, the schedule before shrinking", found.ID)
+			final = h.confirm(ctx, found)
+		}
+		if final != nil {
+			h.emit(final)
+		}
 	}
 	h.mu.Lock()
 	switch {
@@ -732,17 +740,30 @@ func stepNames(steps []flatStep, chunk []int) string {
 	return "steps " + strings.Join(parts, ",")
 }
 
-// emit measures the reproducer on fresh runs (when the budget allows)
-// and writes it as a plain experiment file.
-func (h *hunter) emit(ctx context.Context, best *Candidate) {
-	final := best
+// confirm measures c on fresh runs (when the budget allows) and returns
+// the candidate to emit: the confirming measurement when it holds the
+// threshold, c itself when no confirming run could be made (interrupted,
+// or no budget left), nil when the fresh runs fell below the threshold, so
+// a schedule that only looked good is not emitted.
+func (h *hunter) confirm(ctx context.Context, c *Candidate) *Candidate {
 	h.confirming = true
-	if ctx.Err() == nil {
-		h.logf("confirm: %s on %d fresh runs", best.ID, h.o.Confirm)
-		if c := h.measure(ctx, "confirm", best.ID, best.Schedules, h.o.Confirm); c != nil {
-			final = c
-		}
+	if ctx.Err() != nil {
+		return c
 	}
+	h.logf("confirm: %s on %d fresh runs", c.ID, h.o.Confirm)
+	m := h.measure(ctx, "confirm", c.ID, c.Schedules, h.o.Confirm)
+	if m == nil || m.Rate.Of == 0 {
+		return c
+	}
+	if m.Rate.P() < h.o.Threshold {
+		h.logf("confirm: %s hit %s on fresh runs, below the threshold %s: not a reproducer", c.ID, m.Rate, stats.Percent(h.o.Threshold))
+		return nil
+	}
+	return m
+}
+
+// emit writes final as a plain experiment file.
+func (h *hunter) emit(final *Candidate) {
 	h.mu.Lock()
 	explore := h.f.Explore
 	runs := h.f.Runs
