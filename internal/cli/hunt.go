@@ -13,6 +13,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/hunt"
+	"github.com/chaos-harness/chaos/internal/runners"
 	"github.com/chaos-harness/chaos/internal/stats"
 )
 
@@ -121,7 +122,7 @@ flag).`,
 				Executor: func(x *experiment.Experiment) campaign.Executor {
 					cfg := tmpl
 					cfg.Experiment = x
-					return &campaign.Local{Config: cfg}
+					return &runners.Local{Config: cfg}
 				}}
 			ctx, stop := s.signalContext()
 			defer stop()
