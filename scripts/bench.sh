@@ -66,7 +66,7 @@ go test -run '^$' -bench 'LeftoverScan' -benchtime "${SCAN_BENCHTIME:-100x}" ./i
 go test -run '^$' -bench 'Spawn' -benchtime "${SPAWN_BENCHTIME:-300x}" ./internal/shell/
 sh -c 'n=300; s=$(date +%s%N); i=0; while [ $i -lt $n ]; do /bin/sh -c "exit 0"; i=$((i+1)); done; e=$(date +%s%N); echo "the shell starting /bin/sh -c \"exit 0\": $(( (e-s)/n )) ns/op"'
 
-go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaign/
+go test -run '^$' -bench 'CampaignOverhead' -benchtime "${CAMPAIGN_BENCHTIME:-100x}" ./internal/campaignrun/
 
 # At scale (each opt-in, for they take minutes): DOCKER_N containers
 # DOCKER_RUNS times against a docker run + docker cp loop, failing on any

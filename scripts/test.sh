@@ -124,5 +124,5 @@ fuzz ./internal/runview FuzzLoad "$readfuzztime"
 mkdir -p artifacts
 CHAOS_BENCH_N="${CHAOS_BENCH_N:-50}" go test -run='^$' -benchtime=1x -timeout 20m \
   -bench='^Benchmark(KillAll|SignalOne|LeftoverScan|Spawn|FaultAll|ManyInstances|SignalLatency|ReceiveHTTP|Report|ParseManyKeys|EvaluateLarge|ReportLarge|ExportLarge|ShareLarge|CampaignOverhead)$' \
-  ./internal/proc/ ./internal/shell/ ./internal/engine/ ./internal/observe/ ./internal/otlp/ ./internal/report/ ./internal/experiment/ ./internal/cli/ ./internal/campaign/ |
+  ./internal/proc/ ./internal/shell/ ./internal/engine/ ./internal/observe/ ./internal/otlp/ ./internal/report/ ./internal/experiment/ ./internal/cli/ ./internal/campaignrun/ |
   tee artifacts/bench.txt

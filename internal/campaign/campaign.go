@@ -1,7 +1,8 @@
-// Package campaign runs one experiment many times, on one machine or spread
-// over a Kubernetes cluster, and looks at the runs together: how often each
-// check did not hold, with its confidence interval, and whether two
-// campaigns (or two groups of runs) differ.
+// Package campaign reads campaigns and looks at their runs together: how
+// often each check did not hold, with its confidence interval, whether two
+// campaigns (or two groups of runs) differ, campaign.html and the Markdown
+// table. Running one is package campaignrun's; making each run is a
+// runner's (internal/runners, internal/backend/kubernetes/jobrunner).
 //
 // A campaign directory is a runs directory of its own:
 //
@@ -19,7 +20,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -331,5 +331,3 @@ func Find(ref, runsDir string) (string, error) {
 	return "", fmt.Errorf("%s is not a campaign directory (one with %s), nor a campaign id in %s", ref, FileName, filepath.Join(runsDir, Subdir))
 }
 
-// errNoVerdict marks a run that ended without a verdict.
-var errNoVerdict = errors.New("the run left no verdict")

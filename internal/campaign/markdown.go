@@ -71,7 +71,7 @@ func Markdown(files []*File, o ShareOptions) []byte {
 	fmt.Fprintf(&b, "# %s\n\n", markdown.Inline(title))
 	for _, f := range files {
 		s := Summarize(f.Entries())
-		fmt.Fprintf(&b, "- **%s**: %d runs of %s on %s (%s), %s", markdown.Inline(f.Name()), len(f.Runs), markdown.Code(f.Experiment.ID), markdown.Code(f.Adapter.ID), verdictCounts(f.Counts), markdown.Inline(f.State))
+		fmt.Fprintf(&b, "- **%s**: %d runs of %s on %s (%s), %s", markdown.Inline(f.Name()), len(f.Runs), markdown.Code(f.Experiment.ID), markdown.Code(f.Adapter.ID), VerdictCounts(f.Counts), markdown.Inline(f.State))
 		if s.Hits.Of > 0 {
 			fmt.Fprintf(&b, "; %d of %d decided runs hit (%s, 95%% CI %s to %s)", s.Hits.Hit, s.Hits.Of, pct(s.Hits.P()), pct(s.Hits.Lo), pct(s.Hits.Hi))
 		}

@@ -14,7 +14,7 @@ import (
 // verdict and the campaign directory.
 func PrintSummary(w io.Writer, f *File, dir string) {
 	fmt.Fprintf(w, "campaign %s: %d run%s, %s%s\n", f.ID, len(f.Runs), plural(len(f.Runs)), f.State, stopText(f.Stop))
-	fmt.Fprintf(w, "  %s\n", verdictCounts(f.Counts))
+	fmt.Fprintf(w, "  %s\n", VerdictCounts(f.Counts))
 	s := Summarize(f.Entries())
 	if s.Hits.Of > 0 {
 		fmt.Fprintf(w, "  hits: %d of %d decided runs (%s, 95%% CI %s–%s)\n", s.Hits.Hit, s.Hits.Of, pct(s.Hits.P()), pct(s.Hits.Lo), pct(s.Hits.Hi))

@@ -13,6 +13,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes/jobrunner"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/campaign"
+	"github.com/chaos-harness/chaos/internal/campaignrun"
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/runners"
 )
@@ -57,9 +58,9 @@ func withCampaign(s *streams, cmd *cobra.Command) *cobra.Command {
 	f.DurationVar(&cf.dur, "for", 0, "campaign: start runs for this long (e.g. 30m); with --count, whichever ends first")
 	f.IntVar(&cf.parallel, "parallel", 1, "campaign: runs under way at once")
 	f.StringVar(&cf.until, "until", "", "campaign: stop at the first run that ends FAIL (fail), has a check that did not hold (hit), or ends ERROR (error)")
-	f.StringVar(&cf.keep, "keep", campaign.KeepAll, "campaign: all, or failed (delete the directories of runs that passed without a hit; their ledger lines stay)")
+	f.StringVar(&cf.keep, "keep", campaignrun.KeepAll, "campaign: all, or failed (delete the directories of runs that passed without a hit; their ledger lines stay)")
 	f.StringVar(&cf.label, "label", "", "campaign: what is being tested, for the page and chaos compare (e.g. \"gateway @ 9f1cdb4 + fix\")")
-	f.StringVar(&cf.runner, "runner", campaign.RunnerLocal, "campaign: where runs run: local (this machine) or kubernetes (a Job per run)")
+	f.StringVar(&cf.runner, "runner", campaignrun.RunnerLocal, "campaign: where runs run: local (this machine) or kubernetes (a Job per run)")
 	f.StringVar(&cf.k8s.Image, "runner-image", "", "campaign, --runner kubernetes: the image with the chaos binary (default: "+jobrunner.DefaultRunnerImageHint+")")
 	f.StringVar(&cf.k8s.Namespace, "runner-namespace", "", "campaign, --runner kubernetes: an existing namespace for the Jobs (default: one the campaign makes and deletes)")
 	cmd.Long += campaignHelp
@@ -97,11 +98,11 @@ func runCampaign(s *streams, c *cobra.Command, ref string, cf campaignFlags) err
 		return inputError(fmt.Sprintf("--for %s: want a positive duration", cf.dur))
 	case cf.parallel < 1:
 		return inputError(fmt.Sprintf("--parallel %d: want 1 or more", cf.parallel))
-	case cf.until != "" && cf.until != campaign.UntilFail && cf.until != campaign.UntilHit && cf.until != campaign.UntilError:
+	case cf.until != "" && cf.until != campaignrun.UntilFail && cf.until != campaignrun.UntilHit && cf.until != campaignrun.UntilError:
 		return inputError(fmt.Sprintf("--until %q: want fail, hit or error", cf.until))
-	case cf.keep != campaign.KeepAll && cf.keep != campaign.KeepFailed:
+	case cf.keep != campaignrun.KeepAll && cf.keep != campaignrun.KeepFailed:
 		return inputError(fmt.Sprintf("--keep %q: want all or failed", cf.keep))
-	case cf.runner != campaign.RunnerLocal && cf.runner != campaign.RunnerKubernetes:
+	case cf.runner != campaignrun.RunnerLocal && cf.runner != campaignrun.RunnerKubernetes:
 		return inputError(fmt.Sprintf("--runner %q: want local or kubernetes", cf.runner))
 	case flagValue(c, "junit") != "":
 		return inputError("--junit is for one run; a campaign's runs are in campaign.json and its ledger")
@@ -122,7 +123,7 @@ func runCampaign(s *streams, c *cobra.Command, ref string, cf campaignFlags) err
 	}
 	cfg := engine.Config{Experiment: x, Adapter: a, Args: s.st.Args, Env: s.st.Env, WorkDir: s.st.Dir,
 		OTLPGRPC: flagValue(c, "otlp-grpc"), OTLPHTTP: flagValue(c, "otlp-http")}
-	if cf.parallel > 1 && cf.runner == campaign.RunnerLocal {
+	if cf.parallel > 1 && cf.runner == campaignrun.RunnerLocal {
 		// Runs at once on this machine cannot share a fixed port (each
 		// Job's pod has a network namespace of its own).
 		addrs := map[string]string{"--otlp-grpc": cfg.OTLPGRPC, "--otlp-http": cfg.OTLPHTTP}
@@ -159,14 +160,14 @@ func runCampaign(s *streams, c *cobra.Command, ref string, cf campaignFlags) err
 	if runsDir == "" {
 		runsDir = s.runsDirDefault()
 	}
-	opts := campaign.Options{Experiment: x, Adapter: a, RunsDir: runsDir, Count: cf.count, For: cf.dur, Parallel: cf.parallel,
+	opts := campaignrun.Options{Experiment: x, Adapter: a, RunsDir: runsDir, Count: cf.count, For: cf.dur, Parallel: cf.parallel,
 		Until: cf.until, Keep: cf.keep, Seed: seed, Label: cf.label, Runner: cf.runner, Command: append([]string{"chaos"}, s.st.Args...), Console: s.err}
 	if file, ok := s.err.(*os.File); ok && term.IsTerminal(int(file.Fd())) && flagValue(c, "plain") != "true" {
 		opts.TTY = true
 		opts.Width, _, _ = term.GetSize(int(file.Fd()))
 	}
 	switch cf.runner {
-	case campaign.RunnerKubernetes:
+	case campaignrun.RunnerKubernetes:
 		k := cf.k8s
 		k.Config, k.Env, k.Settle = cfg, s.st.Env, flagValue(c, "settle")
 		ex, err := jobrunner.NewKube(k)
@@ -180,7 +181,7 @@ func runCampaign(s *streams, c *cobra.Command, ref string, cf campaignFlags) err
 	}
 	ctx, stop := s.signalContext()
 	defer stop()
-	res, err := campaign.Execute(ctx, opts)
+	res, err := campaignrun.Execute(ctx, opts)
 	sig := stop()
 	if err != nil {
 		return withCode(ExitError, err.Error())

@@ -13,11 +13,11 @@ import (
 	"github.com/chaos-harness/chaos/internal/replay"
 )
 
-// coinFile writes ../campaign/testdata/coin.yaml with its rate set to one
+// coinFile writes ../campaignrun/testdata/coin.yaml with its rate set to one
 // run in oneIn (a number above every seed never hits).
 func coinFile(t *testing.T, dir, oneIn string) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "campaign", "testdata", "coin.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "campaignrun", "testdata", "coin.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

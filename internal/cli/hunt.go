@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/chaos-harness/chaos/internal/binding"
-	"github.com/chaos-harness/chaos/internal/campaign"
+	"github.com/chaos-harness/chaos/internal/campaignrun"
 	"github.com/chaos-harness/chaos/internal/engine"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/hunt"
@@ -119,7 +119,7 @@ flag).`,
 			opts := hunt.Options{Experiment: x, Adapter: a, RunsDir: runsDir, Count: count, For: dur, Parallel: parallel,
 				Until: until.v, PerCandidate: per, ExploreBatch: explore, Confirm: confirm, Threshold: threshold.v, NoShrink: noShrink,
 				Seed: seed.ptr(), Command: append([]string{"chaos"}, s.st.Args...), Console: s.err,
-				Executor: func(x *experiment.Experiment) campaign.Executor {
+				Executor: func(x *experiment.Experiment) campaignrun.Executor {
 					cfg := tmpl
 					cfg.Experiment = x
 					return &runners.Local{Config: cfg}

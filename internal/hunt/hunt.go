@@ -24,6 +24,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/campaign"
+	"github.com/chaos-harness/chaos/internal/campaignrun"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/rundir"
 	"github.com/chaos-harness/chaos/internal/stats"
@@ -63,7 +64,7 @@ type Options struct {
 	Seed     *uint64
 	Command  []string
 	// Executor makes the executor of a campaign of x's runs.
-	Executor func(x *experiment.Experiment) campaign.Executor
+	Executor func(x *experiment.Experiment) campaignrun.Executor
 	Console  io.Writer
 	Now      func() time.Time
 }
@@ -324,7 +325,7 @@ func (h *hunter) spent() bool {
 
 // batch runs x n times (fewer when the budget has less) as one campaign
 // under the hunt's directory and returns it; nil when the budget is spent.
-func (h *hunter) batch(ctx context.Context, x *experiment.Experiment, n int, label string) *campaign.Result {
+func (h *hunter) batch(ctx context.Context, x *experiment.Experiment, n int, label string) *campaignrun.Result {
 	left, ok := h.left()
 	if !ok || ctx.Err() != nil {
 		return nil
@@ -335,7 +336,7 @@ func (h *hunter) batch(ctx context.Context, x *experiment.Experiment, n int, lab
 		dur = h.o.For - h.now().Sub(h.start)
 	}
 	seed := h.rng.Uint64() >> 11
-	res, err := campaign.Execute(ctx, campaign.Options{
+	res, err := campaignrun.Execute(ctx, campaignrun.Options{
 		Experiment: x, Adapter: h.o.Adapter, RunsDir: h.dir, Count: n, For: dur, Parallel: h.o.Parallel,
 		Seed: &seed, Label: label, Command: h.o.Command, Executor: h.o.Executor(x), Console: io.Discard, Now: h.o.Now,
 	})
@@ -350,7 +351,7 @@ func (h *hunter) batch(ctx context.Context, x *experiment.Experiment, n int, lab
 }
 
 // rateOf is the hit rate of a campaign's decided runs.
-func rateOf(res *campaign.Result) campaign.Rate {
+func rateOf(res *campaignrun.Result) campaign.Rate {
 	hit, of := 0, 0
 	for _, r := range res.File.Runs {
 		if !campaign.Decided(r.Verdict) {

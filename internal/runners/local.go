@@ -28,7 +28,7 @@ type Local struct {
 // errNoVerdict marks a run that ended without a verdict.
 var errNoVerdict = errors.New("the run left no verdict")
 
-// Run implements campaign.Executor.
+// Run implements campaignrun.Executor.
 func (l *Local) Run(ctx context.Context, dir string, index int, seed uint64) (string, string, error) {
 	cfg := l.Config
 	cfg.Seed = &seed

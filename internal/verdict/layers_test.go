@@ -10,12 +10,12 @@ import (
 // readSide are the packages that read run directories and manifests. They
 // must build without the process supervisor, the engine or any backend, so
 // that chaos evaluate and chaos report work on a CI artefact on a laptop and
-// the architecture shows in the imports. internal/campaign decides how many
-// runs and what they add up to; the runners that make them (the engine in
-// this process, Jobs on a cluster) are given to it from outside
-// (internal/runners, internal/backend/kubernetes/jobrunner).
+// the architecture shows in the imports. internal/campaign reads
+// campaigns; internal/campaignrun runs them, with the runners that make each
+// run (the engine in this process, Jobs on a cluster) given to it from
+// outside (internal/runners, internal/backend/kubernetes/jobrunner).
 var readSide = []string{
-	"verdict", "report", "runview", "evidence", "export", "share", "stats", "junit", "campaign",
+	"verdict", "report", "runview", "evidence", "export", "share", "stats", "junit", "campaign", "campaignrun",
 }
 
 // runSide are import path fragments that belong to running an experiment.

@@ -254,7 +254,7 @@ func (k *Kube) job(index int, seed uint64) *batchv1.Job {
 	}
 }
 
-// Run implements campaign.Executor: one Job, its run directory collected into dir.
+// Run implements campaignrun.Executor: one Job, its run directory collected into dir.
 func (k *Kube) Run(ctx context.Context, dir string, index int, seed uint64) (string, string, error) {
 	if err := k.prepare(ctx, dir); err != nil {
 		return "", "", err

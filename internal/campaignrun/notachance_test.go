@@ -1,7 +1,8 @@
-package campaign
+package campaignrun
 
 import (
 	"context"
+	"github.com/chaos-harness/chaos/internal/campaign"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,7 +63,7 @@ func TestNotAChanceIsNoChance(t *testing.T) {
 	res, runs := campaignOf(t, context.Background(), x, Options{Count: n, Parallel: 3, Seed: &seed})
 	na, hit := 0, 0
 	for i := range n {
-		switch RunSeed(seed, i) % 3 {
+		switch campaign.RunSeed(seed, i) % 3 {
 		case 0:
 			na++
 		case 1:
@@ -81,8 +82,8 @@ func TestNotAChanceIsNoChance(t *testing.T) {
 		switch r.Seed % 3 {
 		case 0:
 			// The run itself passed: n/a is no failure.
-			if !NoChance(r.Entry) || r.Hit || r.Checks["coin/graded"] != (stats.Tally{NA: 1}) {
-				t.Errorf("run %s (seed %d): no chance %v, hit %v, tally %+v", r.RunID, r.Seed, NoChance(r.Entry), r.Hit, r.Checks["coin/graded"])
+			if !campaign.NoChance(r.Entry) || r.Hit || r.Checks["coin/graded"] != (stats.Tally{NA: 1}) {
+				t.Errorf("run %s (seed %d): no chance %v, hit %v, tally %+v", r.RunID, r.Seed, campaign.NoChance(r.Entry), r.Hit, r.Checks["coin/graded"])
 			}
 			var v rundir.Verdict
 			d := &rundir.Dir{Root: filepath.Join(res.Dir, r.Path)}
@@ -101,7 +102,7 @@ func TestNotAChanceIsNoChance(t *testing.T) {
 			}
 		case 1:
 			want = rundir.VerdictXFail
-			if NoChance(r.Entry) || !r.Hit {
+			if campaign.NoChance(r.Entry) || !r.Hit {
 				t.Errorf("run %s (seed %d) should be a hit", r.RunID, r.Seed)
 			}
 		}
@@ -116,8 +117,8 @@ func TestNotAChanceIsNoChance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Summarize(entries)
-	var graded *CheckRate
+	s := campaign.Summarize(entries)
+	var graded *campaign.CheckRate
 	for i := range s.Checks {
 		if s.Checks[i].Check == "coin/graded" {
 			graded = &s.Checks[i]
@@ -130,7 +131,7 @@ func TestNotAChanceIsNoChance(t *testing.T) {
 		t.Fatalf("summary flaky %+v", s.Flaky)
 	}
 	// Compared with itself, every row counts n-na chances, never n.
-	c := Compare(Group{Name: "a", Entries: entries}, Group{Name: "b", Entries: entries}, "")
+	c := campaign.Compare(campaign.Group{Name: "a", Entries: entries}, campaign.Group{Name: "b", Entries: entries}, "")
 	if c.A.Decided != n-na {
 		t.Fatalf("compare decided %d, want %d", c.A.Decided, n-na)
 	}

@@ -1,4 +1,4 @@
-package campaign
+package campaignrun
 
 import (
 	"context"

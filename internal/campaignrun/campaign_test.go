@@ -1,8 +1,9 @@
-package campaign
+package campaignrun
 
 import (
 	"bytes"
 	"context"
+	"github.com/chaos-harness/chaos/internal/campaign"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -74,7 +75,7 @@ func campaignOf(t testing.TB, ctx context.Context, x *experiment.Experiment, o O
 func expectedHits(s uint64, n int, oneIn uint64) (hits int, first int) {
 	first = -1
 	for i := range n {
-		if RunSeed(s, i)%oneIn == 0 {
+		if campaign.RunSeed(s, i)%oneIn == 0 {
 			hits++
 			if first < 0 {
 				first = i
@@ -94,7 +95,7 @@ func TestCampaignRateInsideItsInterval(t *testing.T) {
 	seed := uint64(1)
 	res, runs := campaignOf(t, context.Background(), coin(t, "10", true), Options{Count: n, Parallel: 4, Seed: &seed, Keep: KeepFailed, Label: "rate test"})
 	f := res.File
-	if len(f.Runs) != n || f.Counts["runs"] != n || f.State != StateFinished || f.ExitCode != 0 {
+	if len(f.Runs) != n || f.Counts["runs"] != n || f.State != campaign.StateFinished || f.ExitCode != 0 {
 		t.Fatalf("%d runs, counts %v, state %s, exit %d", len(f.Runs), f.Counts, f.State, f.ExitCode)
 	}
 	want, _ := expectedHits(seed, n, oneIn)
@@ -105,14 +106,14 @@ func TestCampaignRateInsideItsInterval(t *testing.T) {
 		t.Fatalf("the true rate %v is outside the 95%% interval [%v, %v] of %d of %d", p, f.Hits.Lo, f.Hits.Hi, f.Hits.Hit, f.Hits.Of)
 	}
 	t.Logf("%d of %d runs hit: %s; true rate 10%%", f.Hits.Hit, f.Hits.Of, f.Hits)
-	s := Summarize(f.Entries())
+	s := campaign.Summarize(f.Entries())
 	if len(s.Flaky) != 1 || s.Flaky[0].Hit != want || s.Flaky[0].Of != n {
 		t.Fatalf("flaky %+v", s.Flaky)
 	}
 	// Each run's own seed, derived from the campaign's.
 	for _, r := range f.Runs {
-		if r.Seed != RunSeed(seed, r.Index) {
-			t.Fatalf("run %d has seed %d, want %d", r.Index, r.Seed, RunSeed(seed, r.Index))
+		if r.Seed != campaign.RunSeed(seed, r.Index) {
+			t.Fatalf("run %d has seed %d, want %d", r.Index, r.Seed, campaign.RunSeed(seed, r.Index))
 		}
 		hitBySeed := r.Seed%oneIn == 0
 		if r.Hit != hitBySeed || r.Kept != hitBySeed {
@@ -135,11 +136,11 @@ func TestCampaignRateInsideItsInterval(t *testing.T) {
 	if err != nil || len(entries) != n {
 		t.Fatalf("stats of the campaign: %d entries, %v", len(entries), err)
 	}
-	back, err := Read(res.Dir)
+	back, err := campaign.Read(res.Dir)
 	if err != nil || back.ID != f.ID || len(back.Runs) != n || back.Label != "rate test" {
 		t.Fatalf("campaign.json read back: %v", err)
 	}
-	page, err := os.ReadFile(filepath.Join(res.Dir, PageName))
+	page, err := os.ReadFile(filepath.Join(res.Dir, campaign.PageName))
 	if err != nil || !bytes.Contains(page, []byte("Hits: "+strconv.Itoa(want)+" of 300 decided runs")) {
 		t.Fatalf("campaign.html: %v", err)
 	}
@@ -155,7 +156,7 @@ func TestUntilHitStopsAtTheFirstHit(t *testing.T) {
 	}
 	res, _ := campaignOf(t, context.Background(), coin(t, "4", true), Options{Count: 60, Parallel: 1, Seed: &seed, Until: UntilHit})
 	f := res.File
-	if len(f.Runs) != first+1 || f.State != StateStopped || !strings.HasPrefix(f.Stop, "--until hit: run ") || f.ExitCode != 0 {
+	if len(f.Runs) != first+1 || f.State != campaign.StateStopped || !strings.HasPrefix(f.Stop, "--until hit: run ") || f.ExitCode != 0 {
 		t.Fatalf("%d runs (first hit at index %d), state %s, stop %q, exit %d", len(f.Runs), first, f.State, f.Stop, f.ExitCode)
 	}
 	if last := f.Runs[len(f.Runs)-1]; !last.Hit || last.Verdict != rundir.VerdictXFail {
@@ -170,12 +171,12 @@ func TestUntilFailExitsOne(t *testing.T) {
 	_, first := expectedHits(seed, 60, 4)
 	res, _ := campaignOf(t, context.Background(), coin(t, "4", false), Options{Count: 60, Parallel: 2, Seed: &seed, Until: UntilFail})
 	f := res.File
-	if f.ExitCode != 1 || f.State != StateStopped || f.Counts[rundir.VerdictFail] < 1 {
+	if f.ExitCode != 1 || f.State != campaign.StateStopped || f.Counts[rundir.VerdictFail] < 1 {
 		t.Fatalf("exit %d, state %s, counts %v", f.ExitCode, f.State, f.Counts)
 	}
 	// Runs under way when the failure came finish; no new one starts
 	// after it was counted.
-	var stop *Run
+	var stop *campaign.Run
 	for i := range f.Runs {
 		if f.Stop == "--until fail: run "+f.Runs[i].RunID {
 			stop = &f.Runs[i]
@@ -194,7 +195,7 @@ func TestUntilFailExitsOne(t *testing.T) {
 func TestRunSeedsDiffer(t *testing.T) {
 	seen := map[uint64]bool{}
 	for i := range 10000 {
-		s := RunSeed(42, i)
+		s := campaign.RunSeed(42, i)
 		if seen[s] || s >= 1<<53 {
 			t.Fatalf("seed %d of run %d repeats or is not exact in JSON", s, i)
 		}

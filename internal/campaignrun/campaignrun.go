@@ -1,9 +1,14 @@
-package campaign
+// Package campaignrun runs a campaign: the runs of one experiment, with
+// seeds drawn from the campaign's, as many at once as asked, until a count,
+// a time or a condition; campaign.json and campaign.html rewritten after
+// each, the live console. Each run is made by an Executor it is given.
+package campaignrun
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/chaos-harness/chaos/internal/campaign"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -84,7 +89,7 @@ type Options struct {
 
 // Result is a finished campaign.
 type Result struct {
-	File *File
+	File *campaign.File
 	Dir  string
 	// Interrupted names the signal that ended it, "" when none did.
 	Interrupted string
@@ -120,8 +125,8 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	var dir string
 	var id string
 	for range 8 {
-		id = NewID(start)
-		dir = Dir(o.RunsDir, id)
+		id = campaign.NewID(start)
+		dir = campaign.Dir(o.RunsDir, id)
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 			return nil, err
 		}
@@ -142,7 +147,7 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	if err := f.Write(dir); err != nil {
 		return nil, err
 	}
-	c := &campaign{o: o, f: f, dir: dir, start: start, now: now}
+	c := &underWay{o: o, f: f, dir: dir, start: start, now: now}
 	c.con = newConsole(o.Console, o.TTY, o.Width, now)
 	c.con.header(c)
 	c.con.start(c.status)
@@ -153,8 +158,8 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-func newFile(o Options, id string, start time.Time) *File {
-	f := &File{Format: FormatVersion, ID: id, Label: o.Label, Started: start.UTC(), State: StateRunning, Counts: map[string]int{}, Runs: []Run{}}
+func newFile(o Options, id string, start time.Time) *campaign.File {
+	f := &campaign.File{Format: campaign.FormatVersion, ID: id, Label: o.Label, Started: start.UTC(), State: campaign.StateRunning, Counts: map[string]int{}, Runs: []campaign.Run{}}
 	x, a := o.Experiment, o.Adapter
 	f.Experiment.ID, f.Experiment.Version, f.Experiment.Title, f.Experiment.File, f.Experiment.SHA256 = x.ID, x.Version, x.Title, absPath(x.File), x.SHA256
 	f.Adapter.ID, f.Adapter.Backend, f.Adapter.SHA256 = a.ID, a.Backend, a.SHA256
@@ -162,13 +167,13 @@ func newFile(o Options, id string, start time.Time) *File {
 	if a.Builtin {
 		f.Adapter.File = "built in"
 	}
-	f.Build = Build{Harness: buildinfo.String(), Go: runtime.Version(), Git: rundir.LookupGit(filepath.Dir(absPath(x.File))).Short()}
+	f.Build = campaign.Build{Harness: buildinfo.String(), Go: runtime.Version(), Git: rundir.LookupGit(filepath.Dir(absPath(x.File))).Short()}
 	if o.Seed != nil {
 		f.Seed = *o.Seed
 	} else {
 		f.Seed = rand.Uint64() >> 11
 	}
-	f.Settings = Settings{Count: o.Count, Parallel: o.Parallel, Until: o.Until, Keep: o.Keep, Runner: o.Runner, Command: o.Command}
+	f.Settings = campaign.Settings{Count: o.Count, Parallel: o.Parallel, Until: o.Until, Keep: o.Keep, Runner: o.Runner, Command: o.Command}
 	if o.For > 0 {
 		f.Settings.For = o.For.String()
 	}
@@ -183,8 +188,8 @@ func absPath(p string) string {
 	return p
 }
 
-// campaign is a campaign under way.
-type campaign struct {
+// underWay is a campaign under way.
+type underWay struct {
 	o     Options
 	dir   string
 	start time.Time
@@ -192,7 +197,7 @@ type campaign struct {
 	con   *console
 
 	mu       sync.Mutex
-	f        *File
+	f        *campaign.File
 	next     int
 	underway int
 	stopping string // why no new run starts
@@ -200,7 +205,7 @@ type campaign struct {
 
 // claim returns the index of the next run to start, or false when none
 // should.
-func (c *campaign) claim(ctx context.Context) (int, bool) {
+func (c *underWay) claim(ctx context.Context) (int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -222,7 +227,7 @@ func (c *campaign) claim(ctx context.Context) (int, bool) {
 	return i, true
 }
 
-func (c *campaign) run(ctx context.Context) {
+func (c *underWay) run(ctx context.Context) {
 	workers := c.o.Parallel
 	if c.o.Count > 0 {
 		workers = min(workers, c.o.Count)
@@ -245,11 +250,11 @@ func (c *campaign) run(ctx context.Context) {
 }
 
 // one makes run i and records it.
-func (c *campaign) one(ctx context.Context, i int) {
-	seed := RunSeed(c.f.Seed, i)
+func (c *underWay) one(ctx context.Context, i int) {
+	seed := campaign.RunSeed(c.f.Seed, i)
 	began := c.now()
 	root, where, err := c.o.Executor.Run(ctx, c.dir, i, seed)
-	r := Run{Index: i, Offset: round3(began.Sub(c.start).Seconds()), Where: where}
+	r := campaign.Run{Index: i, Offset: round3(began.Sub(c.start).Seconds()), Where: where}
 	r.Seed = seed
 	if root != "" {
 		c.outputs(root, &r)
@@ -263,7 +268,7 @@ func (c *campaign) one(ctx context.Context, i int) {
 		r.Verdict = rundir.VerdictError
 		r.Experiment, r.Adapter, r.Version, r.SHA256 = c.f.Experiment.ID, c.f.Adapter.ID, c.f.Experiment.Version, c.f.Experiment.SHA256
 		if r.Error == "" {
-			r.Error = errNoVerdict.Error()
+			r.Error = "the run left no verdict"
 		}
 		if root != "" {
 			r.RunID = filepath.Base(root)
@@ -276,7 +281,7 @@ func (c *campaign) one(ctx context.Context, i int) {
 // outputs writes what chaos run writes after a run (report.html,
 // evidence.md, the ledger lines), reads the run's ledger entry, and
 // deletes an uneventful run's directory under --keep failed.
-func (c *campaign) outputs(root string, r *Run) {
+func (c *underWay) outputs(root string, r *campaign.Run) {
 	entry, err := stats.Read(root)
 	if err != nil {
 		r.Error = fmt.Sprintf("reading the run %s: %v", root, err)
@@ -296,7 +301,7 @@ func (c *campaign) outputs(root string, r *Run) {
 		}
 	}
 	d.Close()
-	r.Hit = EntryHit(entry)
+	r.Hit = campaign.EntryHit(entry)
 	if rv, err := runview.Load(root); err != nil {
 		c.con.warnf("report.html of %s not written: %v", entry.RunID, err)
 	} else {
@@ -326,7 +331,7 @@ func (c *campaign) outputs(root string, r *Run) {
 
 // record adds a finished run to the campaign, rewrites campaign.json and
 // says so on the console.
-func (c *campaign) record(ctx context.Context, r Run) {
+func (c *underWay) record(ctx context.Context, r campaign.Run) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.underway--
@@ -347,7 +352,7 @@ func (c *campaign) record(ctx context.Context, r Run) {
 
 // untilMet says why run r ends the campaign under --until, "" when it
 // does not.
-func (c *campaign) untilMet(r Run) string {
+func (c *underWay) untilMet(r campaign.Run) string {
 	met := false
 	switch c.o.Until {
 	case UntilFail:
@@ -364,22 +369,22 @@ func (c *campaign) untilMet(r Run) string {
 }
 
 // tally recomputes the hit rate and the wall time; c.mu is held.
-func (c *campaign) tally() {
+func (c *underWay) tally() {
 	hit, of := 0, 0
 	for _, r := range c.f.Runs {
-		if Decided(r.Verdict) && !NoChance(r.Entry) {
+		if campaign.Decided(r.Verdict) && !campaign.NoChance(r.Entry) {
 			of++
 			if r.Hit {
 				hit++
 			}
 		}
 	}
-	c.f.Hits = NewRate(hit, of)
+	c.f.Hits = campaign.NewRate(hit, of)
 	c.f.Seconds = round3(c.now().Sub(c.start).Seconds())
 }
 
 // finish completes campaign.json and writes campaign.html.
-func (c *campaign) finish(ctx context.Context) {
+func (c *underWay) finish(ctx context.Context) {
 	c.mu.Lock()
 	sort.Slice(c.f.Runs, func(i, j int) bool { return c.f.Runs[i].Index < c.f.Runs[j].Index })
 	c.tally()
@@ -387,39 +392,39 @@ func (c *campaign) finish(ctx context.Context) {
 	c.f.Finished = &end
 	switch {
 	case interruptCause(ctx) != "":
-		c.f.State = StateInterrupted
+		c.f.State = campaign.StateInterrupted
 		c.f.Stop = "interrupted (" + interruptCause(ctx) + ")"
 	case strings.HasPrefix(c.stopping, "--until"):
-		c.f.State, c.f.Stop = StateStopped, c.stopping
+		c.f.State, c.f.Stop = campaign.StateStopped, c.stopping
 	case c.stopping != "":
-		c.f.State, c.f.Stop = StateFinished, c.stopping
+		c.f.State, c.f.Stop = campaign.StateFinished, c.stopping
 	default:
-		c.f.State, c.f.Stop = StateFinished, fmt.Sprintf("%d runs", len(c.f.Runs))
+		c.f.State, c.f.Stop = campaign.StateFinished, fmt.Sprintf("%d runs", len(c.f.Runs))
 	}
 	switch {
-	case c.f.State == StateInterrupted || len(c.f.Runs) == 0:
+	case c.f.State == campaign.StateInterrupted || len(c.f.Runs) == 0:
 		c.f.ExitCode = rundir.ExitCode(rundir.VerdictError)
 	default:
-		c.f.ExitCode = rundir.ExitCode(Worst(c.f.Counts))
+		c.f.ExitCode = rundir.ExitCode(campaign.Worst(c.f.Counts))
 	}
 	if err := c.f.Write(c.dir); err != nil {
 		c.con.warnf("campaign.json not written: %v", err)
 	}
 	f := c.f
 	c.mu.Unlock()
-	if err := WritePage(c.dir, f); err != nil {
+	if err := campaign.WritePage(c.dir, f); err != nil {
 		c.con.warnf("campaign.html not written: %v", err)
 	}
 }
 
 // status is the console's live line.
-func (c *campaign) status() string {
+func (c *underWay) status() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.statusLocked()
 }
 
-func (c *campaign) statusLocked() string {
+func (c *underWay) statusLocked() string {
 	done := len(c.f.Runs)
 	var b strings.Builder
 	if c.o.Count > 0 {
@@ -430,7 +435,7 @@ func (c *campaign) statusLocked() string {
 	if c.underway > 0 {
 		fmt.Fprintf(&b, ", %d under way", c.underway)
 	}
-	b.WriteString(" │ " + verdictCounts(c.f.Counts))
+	b.WriteString(" │ " + campaign.VerdictCounts(c.f.Counts))
 	if c.f.Hits.Of > 0 {
 		fmt.Fprintf(&b, " │ hits %s", c.f.Hits.Short())
 	}
@@ -442,7 +447,7 @@ func (c *campaign) statusLocked() string {
 }
 
 // left estimates the time until the campaign ends.
-func (c *campaign) left() (time.Duration, bool) {
+func (c *underWay) left() (time.Duration, bool) {
 	if c.stopping != "" {
 		return 0, false
 	}
@@ -466,26 +471,6 @@ func (c *campaign) left() (time.Duration, bool) {
 		}
 	}
 	return est, ok
-}
-
-// Short is "2/12 16.7% [4.7%–44.8%]".
-func (r Rate) Short() string {
-	return fmt.Sprintf("%d/%d %s [%s–%s]", r.Hit, r.Of, pct(r.P()), pct(r.Lo), pct(r.Hi))
-}
-
-func pct(x float64) string { return stats.Percent(x) }
-
-func verdictCounts(m map[string]int) string {
-	var parts []string
-	for _, v := range []string{rundir.VerdictPass, rundir.VerdictXFail, rundir.VerdictFail, rundir.VerdictInconclusive, rundir.VerdictError} {
-		if m[v] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", v, m[v]))
-		}
-	}
-	if len(parts) == 0 {
-		return "no verdict yet"
-	}
-	return strings.Join(parts, " ")
 }
 
 func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }

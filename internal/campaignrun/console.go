@@ -1,7 +1,8 @@
-package campaign
+package campaignrun
 
 import (
 	"fmt"
+	"github.com/chaos-harness/chaos/internal/campaign"
 	"io"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ func newConsole(w io.Writer, tty bool, width int, now func() time.Time) *console
 	return &console{w: w, tty: tty, width: width, now: now}
 }
 
-func (k *console) header(c *campaign) {
+func (k *console) header(c *underWay) {
 	var what []string
 	if c.o.Count > 0 {
 		what = append(what, fmt.Sprintf("%d runs", c.o.Count))
@@ -60,7 +61,7 @@ func (k *console) header(c *campaign) {
 }
 
 // runLine prints one finished run; c.mu is held.
-func (k *console) runLine(c *campaign, r Run) {
+func (k *console) runLine(c *underWay, r campaign.Run) {
 	n := len(c.f.Runs)
 	total := "?"
 	if c.o.Count > 0 {
