@@ -330,4 +330,3 @@ func Find(ref, runsDir string) (string, error) {
 	}
 	return "", fmt.Errorf("%s is not a campaign directory (one with %s), nor a campaign id in %s", ref, FileName, filepath.Join(runsDir, Subdir))
 }
-
