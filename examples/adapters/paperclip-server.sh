@@ -6,7 +6,7 @@
 # file dropped in DIR/inbox (a record is acknowledged once it is in the
 # state), and logs each phase with a timestamp to LOG: starting,
 # recovering (replaying its records, PAPERCLIP_RECOVERY_SECONDS, default
-# 1), ready. DIR/phase says the phase for the health check, as Paperclip's
+# 2: long enough for a kill aimed at it on a loaded machine), ready. DIR/phase says the phase for the health check, as Paperclip's
 # /api/ready does.
 #
 # The planted race: recovery moves the records aside while it replays
@@ -28,7 +28,7 @@ if [ -s "$dir/state" ]; then
   mv "$dir/state" "$dir/state.replaying"
   echo recovering > "$dir/phase"
   say "recovering $(wc -l < "$dir/state.replaying") records"
-  sleep "${PAPERCLIP_RECOVERY_SECONDS:-1}"
+  sleep "${PAPERCLIP_RECOVERY_SECONDS:-2}"
   mv "$dir/state.replaying" "$dir/state"
 fi
 touch "$dir/state"
