@@ -166,7 +166,10 @@ flow:
 			// 1 MiB in this many hundredths of a second: MB/s.
 			cs, _ := strconv.ParseFloat(strings.TrimPrefix(rest, "io ok "), 64)
 			rate := 1.048576 / (max(cs, 1) / 100)
-			if inside(held["slow-disk"], n) {
+			// A write that began in the window's last seconds may end
+			// after the revert, partly unthrottled: only those that end
+			// inside it (1 MiB at 1 MiB/s is a second) count.
+			if w := held["slow-disk"]; n > w.from && n+2 <= w.to {
 				slowRates = append(slowRates, rate)
 			} else if after(held["slow-disk"], n) && n < held["few-tasks"].from {
 				fastAfter = append(fastAfter, rate)
