@@ -32,6 +32,8 @@ require (
 	mvdan.cc/sh/v3 v3.14.1
 )
 
+require github.com/hanwen/go-fuse/v2 v2.12.1 // indirect
+
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
