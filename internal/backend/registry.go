@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
+	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/manifest"
 )
 
@@ -49,6 +50,10 @@ type Registration struct {
 	// depends on the target itself (an external process runs in the
 	// host's network namespace). Nil leaves it to Support.
 	TargetSupport func(a *adapter.Adapter, name string, t *adapter.Target, fault string) string
+	// FSLayer says the harness can put its file-system layer between what
+	// the backend runs and a directory of it; without it the file-system
+	// faults are n/a.
+	FSLayer bool
 	// Claims reports whether the backend makes a's instances whatever a's
 	// backend field says (instance hooks make them, on any backend).
 	Claims func(a *adapter.Adapter) bool
@@ -215,6 +220,9 @@ func ForKind(a *adapter.Adapter, on On, k Kind) (Registration, bool) {
 // Supports returns why fault cannot be applied to what on names (of kind k)
 // on backend r with adapter a, or "" when it can.
 func (r Registration) Supports(a *adapter.Adapter, on On, k Kind, fault string) string {
+	if experiment.IsFSFault(fault) && !r.FSLayer {
+		return fmt.Sprintf("the file-system layer is not built for the %s backend yet (it works on processes of this machine)", r.Name)
+	}
 	if r.Support == nil {
 		return ""
 	}

@@ -94,5 +94,7 @@ func (e *engine) cleanup(ctx, interrupt context.Context, flowRan bool) {
 	}
 
 	e.stopOwnedTargets(ctx)
+	// Nothing of the run uses the layers now.
+	e.unmountLayers(true)
 	e.capture(ctx)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/envvar"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/fault"
+	"github.com/chaos-harness/chaos/internal/fsfault"
 	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/observe"
 	"github.com/chaos-harness/chaos/internal/otlp"
@@ -117,6 +118,11 @@ type engine struct {
 	// resOnce makes resJ, the run's resource journal (resource.go).
 	resOnce sync.Once
 	resJ    *fault.ResourceJournal
+	// fsJ journals the file-system layers, mounted over each directory
+	// of layers; fsLog records what they inject (filesystem.go).
+	fsJ    *fsfault.Journal
+	fsLog  *fsfault.Log
+	layers map[string]*fsfault.Layer
 
 	// be makes the instances; opened holds every backend opened for the
 	// run, by name, in the order they were opened.
@@ -317,6 +323,8 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 		return "the OTLP receiver did not start", nil
 	case !e.lockOK(ctx):
 		return "a lock the adapter declares was not acquired", nil
+	case !e.mountLayers():
+		return "a file-system layer was not mounted", nil
 	case !e.startOwnedTargets(ctx):
 		return "a target the run owns did not start", nil
 	case !e.preflight(ctx):
@@ -329,6 +337,7 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 // run's ports and locks.
 func (e *engine) tearDown() {
 	defer e.ports.release()
+	e.unmountLayers(false)
 	defer e.releaseLocks()
 	for i := len(e.opened) - 1; i >= 0; i-- {
 		if err := e.opened[i].b.Close(); err != nil {

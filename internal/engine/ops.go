@@ -97,6 +97,16 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 			ops[i].Clock, ops[i].Journal = o.Clock, e.resourceJournal()
 		}
 	}
+	if experiment.IsFSFault(o.Uses) {
+		// The layer serves every process that uses its directory: one
+		// rule, whatever the selection picked.
+		l, err := e.fsLayer(o)
+		if err != nil {
+			return fmt.Errorf("operation %s: %w", o.Name, err)
+		}
+		ops[0].FS = &fault.FSOp{Layer: l, Log: e.fsLog, Spec: o.FS, Seed: rng.Uint64()}
+		victims, ops, jitters = victims[:1], ops[:1], jitters[:1]
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(victims))
 	for i, v := range victims {
@@ -117,7 +127,7 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 		}()
 	}
 	wg.Wait()
-	held := o.Uses == experiment.FaultOutage || ((o.Uses == experiment.FaultFreeze || experiment.IsNetworkFault(o.Uses) || experiment.IsResourceFault(o.Uses) || experiment.IsClockFault(o.Uses)) && o.Duration > 0)
+	held := o.Uses == experiment.FaultOutage || ((o.Uses == experiment.FaultFreeze || experiment.IsNetworkFault(o.Uses) || experiment.IsResourceFault(o.Uses) || experiment.IsClockFault(o.Uses) || experiment.IsFSFault(o.Uses)) && o.Duration > 0)
 	if err := errors.Join(errs...); err != nil {
 		// An abort cuts the hold short, but the fault reverts itself
 		// before it returns (a thaw, a restart): say so.

@@ -213,7 +213,7 @@ type Operation struct {
 	Pos         manifest.Pos      `yaml:"-" json:"-"`
 	Name        string            `yaml:"name" json:"name"`
 	Description string            `yaml:"description" json:"description,omitempty"`
-	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop; network faults latency, loss, bandwidth, reset, blackhole, partition; resource faults cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill; clock faults clock-offset, clock-jump, clock-drift, clock-strobe) or an operation of the adapter."`
+	Uses        string            `yaml:"uses" json:"uses" jsonschema_description:"A built-in fault (kill, restart, outage, restart-in-place, freeze, crash-loop; network faults latency, loss, bandwidth, reset, blackhole, partition; resource faults cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill; clock faults clock-offset, clock-jump, clock-drift, clock-strobe; file-system faults fs-latency, fs-error, fsync-fail, fs-corrupt, fs-torn-write) or an operation of the adapter."`
 	Target      *Target           `yaml:"target" json:"target,omitempty"`
 	Select      *Select           `yaml:"select" json:"select,omitempty"`
 	Duration    Duration          `yaml:"duration" json:"duration,omitempty" jsonschema_description:"How long the change is held before it is reverted."`
@@ -231,6 +231,8 @@ type Operation struct {
 	Resource *Resource `yaml:"resource" json:"resource,omitempty" jsonschema_description:"The parameters of a resource fault (cpu-limit, cpu-stress, memory-pressure, memory-limit, memory-stress, io-limit, task-limit, disk-fill)."`
 	// Clock holds the parameters of a clock fault (clock.go).
 	Clock *Clock `yaml:"clock" json:"clock,omitempty" jsonschema_description:"The parameters of a clock fault (clock-offset, clock-jump, clock-drift, clock-strobe)."`
+	// FS holds the parameters of a file-system fault (filesystem.go).
+	FS *FS `yaml:"fs" json:"fs,omitempty" jsonschema_description:"The parameters of a file-system fault (fs-latency, fs-error, fsync-fail, fs-corrupt, fs-torn-write)."`
 }
 
 // Trigger fires an operation relative to an observed state instead of at a
@@ -274,7 +276,8 @@ const (
 var Faults = []string{FaultKill, FaultRestart, FaultOutage, FaultRestartInPlace, FaultFreeze, FaultCrashLoop,
 	FaultLatency, FaultLoss, FaultBandwidth, FaultReset, FaultBlackhole, FaultPartition,
 	FaultCPULimit, FaultCPUStress, FaultMemoryPressure, FaultMemoryLimit, FaultMemoryStress, FaultIOLimit, FaultTaskLimit, FaultDiskFill,
-	FaultClockOffset, FaultClockJump, FaultClockDrift, FaultClockStrobe}
+	FaultClockOffset, FaultClockJump, FaultClockDrift, FaultClockStrobe,
+	FaultFSLatency, FaultFSError, FaultFsyncFail, FaultFSCorrupt, FaultFSTornWrite}
 
 // IsFault reports whether name is a built-in fault.
 func IsFault(name string) bool {

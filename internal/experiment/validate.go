@@ -520,6 +520,7 @@ func validateOperation(d *manifest.Decoder, x *Experiment, p string, o *Operatio
 	validateNetwork(d, x, p, o)
 	validateResource(d, x, p, o)
 	validateClock(d, x, p, o)
+	validateFS(d, x, p, o)
 	if o.Grace > 0 && o.Uses != FaultRestart && fault {
 		d.Problem(p+".grace", "grace applies to restart only")
 	}

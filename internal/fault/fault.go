@@ -71,6 +71,8 @@ type Op struct {
 	// Clock is the parameters of a clock fault (clock.go), which Journal
 	// records too.
 	Clock *experiment.Clock
+	// FS is a file-system fault's (filesystem.go).
+	FS *FSOp
 }
 
 // Aim waits until the target reports a phase, counting only what it
@@ -150,6 +152,9 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		return applyNetwork(ctx, env, op, h)
 	case experiment.FaultPartition:
 		return errors.New("a partition acts on all its members at once (fault.Partition)")
+	}
+	if experiment.IsFSFault(op.Fault) {
+		return applyFS(ctx, env, op, h)
 	}
 	if experiment.IsResourceFault(op.Fault) {
 		return applyResource(ctx, env, op, h)

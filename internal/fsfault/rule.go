@@ -18,29 +18,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chaos-harness/chaos/internal/experiment"
 )
 
-// Kinds of rule.
+// Kinds of rule: the faults' names.
 const (
-	KindLatency   = "latency"
-	KindError     = "error"
-	KindFsyncFail = "fsync-fail"
-	KindCorrupt   = "corrupt"
-	KindTorn      = "torn-write"
+	KindLatency   = experiment.FaultFSLatency
+	KindError     = experiment.FaultFSError
+	KindFsyncFail = experiment.FaultFsyncFail
+	KindCorrupt   = experiment.FaultFSCorrupt
+	KindTorn      = experiment.FaultFSTornWrite
 )
-
-// Ops are the operations a rule can name, as the program makes them.
-var Ops = []string{"open", "create", "read", "write", "fsync", "flush", "rename", "unlink", "mkdir", "rmdir", "truncate", "getattr", "readdir", "link", "symlink", "mknod", "readlink"}
-
-// KindOps are the operations each kind acts on; nil is every one of Ops
-// (a rule's own list narrows it).
-var KindOps = map[string][]string{
-	KindLatency:   nil,
-	KindError:     nil,
-	KindFsyncFail: {"fsync"},
-	KindCorrupt:   {"read"},
-	KindTorn:      {"write"},
-}
 
 // Rule is one fault held on a layer.
 type Rule struct {
@@ -74,7 +63,7 @@ type Rule struct {
 // acts reports whether the rule acts on op of the file at p (its path as
 // the target sees it).
 func (r *Rule) acts(op, p string) bool {
-	if ko := KindOps[r.Kind]; ko != nil && !slices.Contains(ko, op) {
+	if ko := experiment.FSFaultOps[r.Kind]; ko != nil && !slices.Contains(ko, op) {
 		return false
 	}
 	if len(r.Ops) > 0 && !slices.Contains(r.Ops, op) {
@@ -89,17 +78,6 @@ func (r *Rule) acts(op, p string) bool {
 	}
 	ok, _ := path.Match(r.Files, name)
 	return ok
-}
-
-// ErrnoByName returns the errno a name (EIO, ENOSPC, eio) stands for.
-func ErrnoByName(name string) (syscall.Errno, error) {
-	n := strings.ToUpper(strings.TrimSpace(name))
-	for e := syscall.Errno(1); e < 256; e++ {
-		if unix.ErrnoName(e) == n {
-			return e, nil
-		}
-	}
-	return 0, fmt.Errorf("%q is not an errno name this system knows (EIO, ENOSPC, EROFS, EACCES, ...)", name)
 }
 
 // ErrnoName is an errno's name (EIO).

@@ -66,6 +66,10 @@ const (
 	// MaxWatchLines bounds the watcher lines chaos evidence gathers from
 	// one run, all files together.
 	MaxWatchLines = 2_000_000
+	// MaxFSFaultRecords bounds the lines of system/fs-faults.jsonl: the
+	// layer writes no more (it counts the rest in fs.reverted), and a
+	// reader reads no more.
+	MaxFSFaultRecords = 1_000_000
 )
 
 // ReaderMemoryBytes is the soft memory limit of a command that reads

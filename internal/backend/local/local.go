@@ -45,6 +45,7 @@ func init() {
 		// Network faults: netns.go.
 		Support:       support,
 		TargetSupport: targetSupport,
+		FSLayer:       true,
 		Check:         check,
 		Open:          open,
 		Cleanup:       cleanup,

@@ -97,6 +97,9 @@ func targetSupport(a *adapter.Adapter, name string, t *adapter.Target, fault str
 	if why := resourceTargetSupport(name, t, fault); why != "" {
 		return why
 	}
+	if experiment.IsFSFault(fault) && t.Lifecycle != "run" {
+		return fmt.Sprintf("target %s is external: it was started before the run, so it already holds the directory the file-system layer would be mounted over (a target the run owns, lifecycle: run, starts after the layer)", name)
+	}
 	if experiment.IsNetworkFault(fault) && t.Lifecycle != "run" {
 		return fmt.Sprintf("target %s is external: it runs in the host's network namespace, which the harness never changes (a target the run owns, lifecycle: run, gets a namespace of its own)", name)
 	}

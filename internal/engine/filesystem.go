@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+
+	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/fsfault"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// fsPath is o's fs.path with the run's $VARS expanded.
+func (e *engine) fsPath(o *experiment.Operation) string { return e.expand(o.FS.Path) }
+
+// mountLayers mounts a file-system layer over every directory a
+// file-system fault names, before anything of the run that could use it
+// starts; each is journalled first, so chaos cleanup can unmount what a
+// killed harness left. A directory that does not exist yet is made (the
+// target would have made it). It records what fails as a harness error
+// and reports whether every layer is mounted.
+func (e *engine) mountLayers() bool {
+	var dirs []string
+	for i := range e.x.Operations {
+		o := &e.x.Operations[i]
+		if experiment.IsFSFault(o.Uses) && o.FS != nil {
+			if d := e.fsPath(o); !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	if len(dirs) == 0 {
+		return true
+	}
+	e.fsJ = fsfault.NewJournal("", e.runID)
+	e.fsLog = fsfault.NewLog(e.dir.SystemDir(), e.rec.Start())
+	e.layers = map[string]*fsfault.Layer{}
+	for _, d := range dirs {
+		_, err := os.Stat(d)
+		made := os.IsNotExist(err)
+		if made {
+			err = os.MkdirAll(d, 0o755)
+		}
+		if err != nil {
+			e.errorf("file-system layer over %s: %v", d, err)
+			return false
+		}
+		l, err := e.fsJ.Mount(d, fsfault.Options{Record: e.fsLog.Add})
+		if err != nil {
+			e.errorf("file-system layer: %v", err)
+			return false
+		}
+		e.layers[d] = l
+		e.rec.Record("fs.layer.mounted", rundir.F("path", d), rundir.F("made", made), rundir.F("fsname", fsfault.FsName(e.runID)))
+	}
+	return true
+}
+
+// unmountLayers unmounts the run's layers, once nothing of the run uses
+// them; record is false after run.finished (tearDown's safety net).
+func (e *engine) unmountLayers(record bool) {
+	for _, d := range slices.Sorted(maps.Keys(e.layers)) {
+		l := e.layers[d]
+		delete(e.layers, d)
+		if err := e.fsJ.Unmount(l); err != nil {
+			if record {
+				e.errorf("%v", err)
+			} else {
+				e.rec.Logf("%v", err)
+			}
+			continue
+		}
+		if record {
+			e.rec.Record("fs.layer.unmounted", rundir.F("path", d))
+		}
+	}
+	if e.fsLog != nil {
+		if err := e.fsLog.Close(); err != nil && record {
+			e.errorf("writing system/%s: %v", fsfault.LogFile, err)
+		}
+	}
+}
+
+// fsLayer is the layer a file-system fault acts through.
+func (e *engine) fsLayer(o *experiment.Operation) (*fsfault.Layer, error) {
+	l := e.layers[e.fsPath(o)]
+	if l == nil {
+		return nil, fmt.Errorf("no file-system layer is mounted over %s", e.fsPath(o))
+	}
+	return l, nil
+}
