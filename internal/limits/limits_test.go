@@ -35,6 +35,7 @@ func runRows() []string {
 		fmt.Sprintf("| metrics sources, watchers' files | %d | the run is refused (sources); the rest are left out, and said so (watchers) |", MaxSources),
 		fmt.Sprintf("| check results in `verdict.json` | %d | the run is refused |", MaxChecks),
 		fmt.Sprintf("| watcher lines gathered by `chaos evidence` | %d | the rest are left out, and the page says so |", MaxWatchLines),
+		fmt.Sprintf("| lines of `system/fs-faults.jsonl` the harness reads | %d | the rest are left out, and the reader says so |", MaxFSFaultRecords),
 		fmt.Sprintf("| bars and milestones in `report.html`'s timeline | %d | the rest are left out, and the page says so |", MaxReportBars),
 		fmt.Sprintf("| operation bands across `report.html`'s rows and each chart | %d | the rest are left out, and the page says so |", MaxReportBands),
 		fmt.Sprintf("| files `report.html` lists | %d | the rest are left out, and the page says so |", MaxReportFiles),
@@ -49,6 +50,7 @@ func runRows() []string {
 		fmt.Sprintf("| one line of a watcher | %s | it is cut, saying how much |", mib(MaxLineBytes/4)),
 		fmt.Sprintf("| a metrics source (`system/metrics/<name>.jsonl`) | %d scrapes, %s less %s | later scrapes but the final one are not kept; a `run.warning` says so |", MaxScrapes, mib(MaxJSONLBytes), mib(MaxScrapeLineBytes/2)),
 		fmt.Sprintf("| one scrape | %s | it is kept as a failed scrape that says so |", mib(MaxScrapeLineBytes/4)),
+		fmt.Sprintf("| injections of the file-system faults (`system/fs-faults.jsonl`) | %d lines | later ones are counted (`unsaved` in `fs.reverted`), not written |", MaxFSFaultRecords),
 	}
 }
 
