@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the tests run for real.
-packages=(redis-server redis-tools etcd-server etcd-client postgresql busybox-static chromium prometheus util-linux mount e2fsprogs perl gcc libc6-dev binutils file)
+packages=(redis-server redis-tools etcd-server etcd-client postgresql busybox-static chromium prometheus util-linux mount e2fsprogs perl gcc libc6-dev binutils file python3 sqlite3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

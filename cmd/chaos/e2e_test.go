@@ -99,6 +99,28 @@ func haveClockFaults() (bool, error) {
 	return true, nil
 }
 
+// haveSQLiteFS reports whether the file-system examples can run here: as
+// root, with /dev/fuse and Python's sqlite3; like haveRedis, not in CI.
+func haveSQLiteFS() (bool, error) {
+	_, err := os.Stat("/dev/fuse")
+	if os.Geteuid() != 0 || err != nil {
+		if os.Getenv("CI") != "" {
+			return false, errors.New("the file-system layer needs root and /dev/fuse, and CI is set")
+		}
+		return false, nil
+	}
+	if ok, err := haveTools("python3"); !ok {
+		return false, err
+	}
+	if out, err := exec.Command("python3", "-c", "import sqlite3").CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			return false, fmt.Errorf("python3 has no sqlite3 module, and CI is set: %s", out)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
 // TestScripts runs the end-to-end scripts in testdata/script: each one drives
 // the chaos command as a user would and asserts what it prints, its exit
 // code and the run directory it leaves.
@@ -126,6 +148,8 @@ func haveClockFaults() (bool, error) {
 // Condition [etcd]: etcd and etcdctl are installed (likewise).
 // Condition [postgres]: Debian's PostgreSQL server, its postgres user and
 // runuser are there (likewise).
+// Condition [sqlitefs]: root, /dev/fuse and python3 with sqlite3 (the
+// file-system examples; likewise).
 // Condition [netns]: the network faults can run: root, and nsenter, nft,
 // tc, iptables-restore, busybox and curl (likewise).
 // Condition [clock]: the clock faults can run: root (ptrace) (likewise).
@@ -160,6 +184,8 @@ func TestScripts(t *testing.T) {
 				return haveNetworkFaults()
 			case "clock":
 				return haveClockFaults()
+			case "sqlitefs":
+				return haveSQLiteFS()
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -22,12 +22,17 @@ func (e *engine) fsPath(o *experiment.Operation) string { return e.expand(o.FS.P
 // and reports whether every layer is mounted.
 func (e *engine) mountLayers() bool {
 	var dirs []string
+	// A layer with an fsync-fail tracks writes from the start, so the
+	// fault drops all that was written since the last good fsync.
+	track := map[string]bool{}
 	for i := range e.x.Operations {
 		o := &e.x.Operations[i]
 		if experiment.IsFSFault(o.Uses) && o.FS != nil {
-			if d := e.fsPath(o); !slices.Contains(dirs, d) {
+			d := e.fsPath(o)
+			if !slices.Contains(dirs, d) {
 				dirs = append(dirs, d)
 			}
+			track[d] = track[d] || o.Uses == experiment.FaultFsyncFail
 		}
 	}
 	if len(dirs) == 0 {
@@ -46,7 +51,7 @@ func (e *engine) mountLayers() bool {
 			e.errorf("file-system layer over %s: %v", d, err)
 			return false
 		}
-		l, err := e.fsJ.Mount(d, fsfault.Options{Record: e.fsLog.Add})
+		l, err := e.fsJ.Mount(d, fsfault.Options{Record: e.fsLog.Add, Track: track[d]})
 		if err != nil {
 			e.errorf("file-system layer: %v", err)
 			return false

@@ -28,7 +28,17 @@ type Options struct {
 	FsName string
 	// Record is told each injection; nil records none.
 	Record func(Injection)
+	// Track keeps, from the mount on, what undoes each file's writes
+	// since its last good fsync, so an fsync-fail drops all of it, not
+	// only what was written since the fault began. Without it the
+	// layer tracks only while an fsync-fail rule is held.
+	Track bool
 }
+
+// MaxSaved bounds the overwritten bytes a layer keeps to take back; past
+// it a failed fsync takes back what was appended, and overwrites in place
+// stay.
+const MaxSaved = 256 << 20
 
 // Injection is one fault the layer injected.
 type Injection struct {
@@ -56,10 +66,11 @@ type Layer struct {
 	server *fuse.Server
 	opts   Options
 
-	// mu guards rules, tracking, dirty and cached.
+	// mu guards rules, tracking, saved, dirty and cached.
 	mu       sync.Mutex
 	rules    []*Rule
-	tracking int                 // fsync-fail rules held: writes are tracked while > 0
+	tracking int                 // fsync-fail rules held: writes are tracked while > 0, or always with Track
+	saved    int64               // overwritten bytes kept in dirty
 	dirty    map[*fs.Inode]*undo // what undoes each file's writes since its last good fsync
 	cached   map[*fs.Inode]bool  // files whose page cache may hold flipped bytes
 }
@@ -128,8 +139,8 @@ func (l *Layer) Add(r *Rule) (remove func()) {
 	l.mu.Lock()
 	l.rules = append(l.rules, r)
 	if r.Kind == KindFsyncFail {
-		if l.tracking == 0 {
-			clear(l.dirty)
+		if l.tracking == 0 && !l.opts.Track {
+			l.forget()
 		}
 		l.tracking++
 	}
@@ -148,8 +159,8 @@ func (l *Layer) Add(r *Rule) (remove func()) {
 			if r.Kind == KindFsyncFail {
 				// What is still unsynced is kept: it is written back as
 				// a healthy disk would.
-				if l.tracking--; l.tracking == 0 {
-					clear(l.dirty)
+				if l.tracking--; l.tracking == 0 && !l.opts.Track {
+					l.forget()
 				}
 			}
 			if r.Kind == KindCorrupt {
@@ -179,6 +190,15 @@ func (l *Layer) Unmount() error {
 	}
 	return nil
 }
+
+// forget drops every file's undo; l.mu is held.
+func (l *Layer) forget() {
+	clear(l.dirty)
+	l.saved = 0
+}
+
+// tracks reports whether writes are tracked now; l.mu is held.
+func (l *Layer) tracks() bool { return l.tracking > 0 || l.opts.Track }
 
 // hit is what the layer does to one operation.
 type hit struct {
@@ -253,7 +273,7 @@ func (l *Layer) record(in Injection) {
 func (l *Layer) beforeWrite(in *fs.Inode, fd int, off int64, n int) syscall.Errno {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.tracking == 0 {
+	if !l.tracks() {
 		return 0
 	}
 	u, err := l.undoOf(in, fd)
@@ -261,7 +281,7 @@ func (l *Layer) beforeWrite(in *fs.Inode, fd int, off int64, n int) syscall.Errn
 		return fs.ToErrno(err)
 	}
 	u.written += int64(n)
-	return fs.ToErrno(u.save(fd, off, min(off+int64(n), u.size)))
+	return fs.ToErrno(l.save(u, fd, off, min(off+int64(n), u.size)))
 }
 
 // beforeTruncate saves what a truncation to size cuts off; the caller
@@ -269,7 +289,7 @@ func (l *Layer) beforeWrite(in *fs.Inode, fd int, off int64, n int) syscall.Errn
 func (l *Layer) beforeTruncate(in *fs.Inode, fd int, size int64) syscall.Errno {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.tracking == 0 {
+	if !l.tracks() {
 		return 0
 	}
 	u, err := l.undoOf(in, fd)
@@ -280,7 +300,7 @@ func (l *Layer) beforeTruncate(in *fs.Inode, fd int, size int64) syscall.Errno {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fs.ToErrno(err)
 	}
-	return fs.ToErrno(u.save(fd, size, min(st.Size, u.size)))
+	return fs.ToErrno(l.save(u, fd, size, min(st.Size, u.size)))
 }
 
 // undoOf is the file's undo, begun now if it has none; l.mu is held.
@@ -297,9 +317,10 @@ func (l *Layer) undoOf(in *fs.Inode, fd int) (*undo, error) {
 	return u, nil
 }
 
-// save keeps the bytes of [from, to) of the file of fd.
-func (u *undo) save(fd int, from, to int64) error {
-	if to <= from {
+// save keeps the bytes of [from, to) of the file of fd in u, within
+// MaxSaved; l.mu is held.
+func (l *Layer) save(u *undo, fd int, from, to int64) error {
+	if to <= from || l.saved+(to-from) > MaxSaved {
 		return nil
 	}
 	// fd may be open for writing only: read through a descriptor of
@@ -315,14 +336,27 @@ func (u *undo) save(fd int, from, to int64) error {
 		return err
 	}
 	u.saved = append(u.saved, piece{off: from, data: b[:n]})
+	l.saved += int64(n)
 	return nil
 }
 
 // synced forgets what a good fsync of the file made durable.
 func (l *Layer) synced(in *fs.Inode) {
 	l.mu.Lock()
-	delete(l.dirty, in)
+	l.drop1(in)
 	l.mu.Unlock()
+}
+
+// drop1 forgets one file's undo; l.mu is held.
+func (l *Layer) drop1(in *fs.Inode) *undo {
+	u := l.dirty[in]
+	if u != nil {
+		for _, p := range u.saved {
+			l.saved -= int64(len(p.data))
+		}
+		delete(l.dirty, in)
+	}
+	return u
 }
 
 // drop takes back what was written to the file since its last good
@@ -330,8 +364,7 @@ func (l *Layer) synced(in *fs.Inode) {
 // bytes were written meanwhile.
 func (l *Layer) drop(in *fs.Inode, fd int) (int64, error) {
 	l.mu.Lock()
-	u := l.dirty[in]
-	delete(l.dirty, in)
+	u := l.drop1(in)
 	l.mu.Unlock()
 	if u == nil {
 		return 0, nil
