@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -171,7 +172,7 @@ workloads:
     timeout: 90s
     run: exec 3>%[1]s/held; sleep 80
 operations:
-  - {name: eio, uses: fs-error, target: {workload: w}, fs: {path: %[1]s}}
+  - {name: eio, uses: fs-error, target: {workload: w}, fs: {path: %[1]s, ops: [read]}}
 flow:
   parallel:
     - w
@@ -215,6 +216,18 @@ func TestFSLayerCleanedUpAfterSIGKILL(t *testing.T) {
 	r.wait(10 * time.Second)
 	if len(runLayers(t, runID)) != 1 {
 		t.Fatalf("after the SIGKILL mountinfo shows %q", runLayers(t, runID))
+	}
+	// No one serves the layer now, and no one holds its connection: a
+	// program under it gets ENOTCONN at once, it does not hang.
+	read := make(chan error, 1)
+	go func() { _, err := os.ReadFile(filepath.Join(data, "under")); read <- err }()
+	select {
+	case err := <-read:
+		if !errors.Is(err, syscall.ENOTCONN) {
+			t.Fatalf("a read under the dead layer: %v, want ENOTCONN", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a read under the dead layer hangs")
 	}
 	var out bytes.Buffer
 	cmd := exec.Command("chaos", "cleanup", runID)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/fsfault"
 	"github.com/chaos-harness/chaos/internal/rundir"
@@ -25,14 +26,23 @@ func (e *engine) mountLayers() bool {
 	// A layer with an fsync-fail tracks writes from the start, so the
 	// fault drops all that was written since the last good fsync.
 	track := map[string]bool{}
+	// A backend whose instances have file systems of their own binds a
+	// directory of the harness's, with the layer over it, into the
+	// instances of the workloads a fault on the path names.
+	binder, _ := e.be.(backend.FSBinder)
+	binds := map[string][]string{}
 	for i := range e.x.Operations {
 		o := &e.x.Operations[i]
-		if experiment.IsFSFault(o.Uses) && o.FS != nil {
-			d := e.fsPath(o)
-			if !slices.Contains(dirs, d) {
-				dirs = append(dirs, d)
-			}
-			track[d] = track[d] || o.Uses == experiment.FaultFsyncFail
+		if !experiment.IsFSFault(o.Uses) || o.FS == nil {
+			continue
+		}
+		d := e.fsPath(o)
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+		track[d] = track[d] || o.Uses == experiment.FaultFsyncFail
+		if t := o.Target; binder != nil && t != nil && t.Workload != "" && t.Role == "" && !slices.Contains(binds[d], t.Workload) {
+			binds[d] = append(binds[d], t.Workload)
 		}
 	}
 	if len(dirs) == 0 {
@@ -42,22 +52,34 @@ func (e *engine) mountLayers() bool {
 	e.fsLog = fsfault.NewLog(e.dir.SystemDir(), e.rec.Start())
 	e.layers = map[string]*fsfault.Layer{}
 	for _, d := range dirs {
-		_, err := os.Stat(d)
-		made := os.IsNotExist(err)
-		if made {
-			err = os.MkdirAll(d, 0o755)
+		host, made, err := d, false, error(nil)
+		if len(binds[d]) > 0 {
+			host, err = os.MkdirTemp("", fsfault.FsName(e.runID)+"-")
+			made = true
+		} else if _, err = os.Stat(d); os.IsNotExist(err) {
+			made, err = true, os.MkdirAll(d, 0o755)
 		}
 		if err != nil {
 			e.errorf("file-system layer over %s: %v", d, err)
 			return false
 		}
-		l, err := e.fsJ.Mount(d, fsfault.Options{Record: e.fsLog.Add, Track: track[d]})
+		l, err := e.fsJ.Mount(host, fsfault.Options{Record: e.fsLog.Add, Track: track[d], Shown: d}, host != d)
 		if err != nil {
+			if host != d {
+				os.Remove(host)
+			}
 			e.errorf("file-system layer: %v", err)
 			return false
 		}
 		e.layers[d] = l
-		e.rec.Record("fs.layer.mounted", rundir.F("path", d), rundir.F("made", made), rundir.F("fsname", fsfault.FsName(e.runID)))
+		fields := []rundir.Field{rundir.F("path", d), rundir.F("made", made), rundir.F("fsname", fsfault.FsName(e.runID))}
+		if host != d {
+			for _, w := range binds[d] {
+				binder.BindFS(w, d, host)
+			}
+			fields = append(fields, rundir.F("host_dir", host), rundir.F("bound_into", binds[d]))
+		}
+		e.rec.Record("fs.layer.mounted", fields...)
 	}
 	return true
 }

@@ -39,6 +39,9 @@ type MountEntry struct {
 	RunID  string    `json:"run_id"`
 	Dir    string    `json:"dir"`
 	FsName string    `json:"fsname,omitempty"`
+	// Remove: the harness made Dir for the layer (a container's volume),
+	// and removes it with what it holds once the layer is unmounted.
+	Remove bool `json:"remove,omitempty"`
 }
 
 // Journal is one run's journal of layers.
@@ -48,7 +51,7 @@ type Journal struct {
 	// mu guards f and open.
 	mu   sync.Mutex
 	f    *os.File
-	open map[string]bool // directories mounted and not yet unmounted
+	open map[string]bool // directories mounted and not yet unmounted; true: remove it after
 }
 
 // NewJournal returns run runID's journal in stateDir ("" is
@@ -65,10 +68,11 @@ func NewJournal(stateDir, runID string) *Journal {
 // FsName is the source the run's layers are mounted with.
 func FsName(runID string) string { return "chaos-" + cgroup.SafeName(runID, 200) }
 
-// Mount journals a layer over dir, then mounts it.
-func (j *Journal) Mount(dir string, opts Options) (*Layer, error) {
+// Mount journals a layer over dir, then mounts it. With remove, dir is
+// the harness's own, removed with what it holds once unmounted.
+func (j *Journal) Mount(dir string, opts Options, remove bool) (*Layer, error) {
 	opts.FsName = FsName(j.runID)
-	if err := j.write(MountEntry{Event: "mount", Dir: dir, FsName: opts.FsName}); err != nil {
+	if err := j.write(MountEntry{Event: "mount", Dir: dir, FsName: opts.FsName, Remove: remove}); err != nil {
 		return nil, fmt.Errorf("the journal chaos cleanup reads: %w", err)
 	}
 	l, err := Mount(dir, opts)
@@ -84,6 +88,14 @@ func (j *Journal) Mount(dir string, opts Options) (*Layer, error) {
 func (j *Journal) Unmount(l *Layer) error {
 	if err := l.Unmount(); err != nil {
 		return err
+	}
+	j.mu.Lock()
+	remove := j.open[l.Dir()]
+	j.mu.Unlock()
+	if remove {
+		if err := os.RemoveAll(l.Dir()); err != nil {
+			return fmt.Errorf("removing the layer's directory: %w", err)
+		}
 	}
 	return j.write(MountEntry{Event: "unmounted", Dir: l.Dir()})
 }
@@ -113,7 +125,7 @@ func (j *Journal) write(e MountEntry) error {
 		return err
 	}
 	if e.Event == "mount" {
-		j.open[e.Dir] = true
+		j.open[e.Dir] = e.Remove
 		return nil
 	}
 	delete(j.open, e.Dir)
@@ -126,13 +138,13 @@ func (j *Journal) write(e MountEntry) error {
 }
 
 // readJournal returns the directories a journal has mounted and not
-// unmounted, with their FsName.
-func readJournal(path string) (map[string]string, error) {
+// unmounted, with their entries.
+func readJournal(path string) (map[string]MountEntry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	left := map[string]string{}
+	left := map[string]MountEntry{}
 	for _, line := range strings.Split(string(data), "\n") {
 		var e MountEntry
 		if json.Unmarshal([]byte(line), &e) != nil {
@@ -140,7 +152,7 @@ func readJournal(path string) (map[string]string, error) {
 		}
 		switch e.Event {
 		case "mount":
-			left[e.Dir] = e.FsName
+			left[e.Dir] = e
 		case "unmounted":
 			delete(left, e.Dir)
 		}
@@ -185,7 +197,8 @@ func Cleanup(stateDir, runID string, dryRun bool, found func(string)) error {
 			continue
 		}
 		failed := false
-		for dir, fsName := range left {
+		for dir, e := range left {
+			fsName := e.FsName
 			// A layer may be stacked on one of ours, or ours on
 			// another's: each mount of the run's at dir goes.
 			for mountedLayer(dir, fsName) {
@@ -199,6 +212,14 @@ func Cleanup(stateDir, runID string, dryRun bool, found func(string)) error {
 					break
 				}
 				found(fmt.Sprintf("unmounted the file-system layer over %s (%s)", dir, fsName))
+			}
+			if e.Remove && !dryRun && !failed && !mountedLayer(dir, fsName) {
+				if err := os.RemoveAll(dir); err != nil {
+					errs = append(errs, fmt.Errorf("removing %s: %w", dir, err))
+					failed = true
+				} else {
+					found("removed " + dir + ", the harness's directory under the layer")
+				}
 			}
 		}
 		if !dryRun && !failed {

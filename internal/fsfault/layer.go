@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -26,6 +27,10 @@ type Options struct {
 	// FsName is the mount's source in mountinfo: it names the run, so
 	// chaos cleanup unmounts that run's layers and no one else's.
 	FsName string
+	// Shown is the directory as the target sees it, when that is not
+	// where the layer is mounted (a container's volume): injections and
+	// globs name paths under it. "" is the mount's directory.
+	Shown string
 	// Record is told each injection; nil records none.
 	Record func(Injection)
 	// Track keeps, from the mount on, what undoes each file's writes
@@ -110,14 +115,22 @@ func Mount(dir string, opts Options) (*Layer, error) {
 	top := &node{LoopbackNode: ln, l: l}
 	ln.RootData.RootNode = top
 	sec := time.Second
+	// go-fuse opens /dev/fuse without O_CLOEXEC: a process the harness
+	// starts would inherit the connection and keep it alive after a
+	// SIGKILLed harness, and a program under the layer would then wait
+	// on it for good (a close's flush cannot be interrupted). So no fork
+	// happens until the descriptor is marked close-on-exec, and the mount
+	// is direct only (fusermount would be a fork).
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
 	l.server, err = fs.Mount(dir, top, &fs.Options{
 		EntryTimeout: &sec, AttrTimeout: &sec,
 		MountOptions: fuse.MountOptions{
 			// Root mounts it for processes of any user.
-			AllowOther:  true,
-			FsName:      opts.FsName,
-			Name:        TypeName,
-			DirectMount: true,
+			AllowOther:        true,
+			FsName:            opts.FsName,
+			Name:              TypeName,
+			DirectMountStrict: true,
 			// A server reading its own mount (chaos reading an output
 			// file under it) must not wait on itself.
 			MaxBackground: 64,
@@ -127,11 +140,42 @@ func Mount(dir string, opts Options) (*Layer, error) {
 		under.Close()
 		return nil, fmt.Errorf("mounting the layer over %s: %w", dir, err)
 	}
+	if err := fuseCloseOnExec(); err != nil {
+		l.Unmount()
+		return nil, fmt.Errorf("mounting the layer over %s: %w", dir, err)
+	}
 	return l, nil
+}
+
+// fuseCloseOnExec marks every /dev/fuse descriptor of this process
+// close-on-exec.
+func fuseCloseOnExec() error {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if t, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && t == "/dev/fuse" {
+			unix.CloseOnExec(fd)
+		}
+	}
+	return nil
 }
 
 // Dir is the directory the layer is mounted over.
 func (l *Layer) Dir() string { return l.dir }
+
+// shown is the directory as the target sees it.
+func (l *Layer) shown() string {
+	if l.opts.Shown != "" {
+		return l.opts.Shown
+	}
+	return l.dir
+}
 
 // Add holds r on the layer until the returned func removes it.
 func (l *Layer) Add(r *Rule) (remove func()) {
@@ -414,7 +458,7 @@ func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbe
 // at is the path of n's child name (or n itself for "") as the target
 // sees it.
 func (n *node) at(name string) string {
-	return filepath.Join(n.l.dir, n.Path(nil), name)
+	return filepath.Join(n.l.shown(), n.Path(nil), name)
 }
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {

@@ -114,9 +114,10 @@ type Backend struct {
 	mu        sync.Mutex
 	instances map[string]*instance // by instance name
 	digests   map[string]string
-	users     map[string]string // each image's configured user
-	seen      map[string]bool   // container ids whose destroy event arrived
-	seenCh    chan struct{}     // closed and replaced on every event
+	users     map[string]string   // each image's configured user
+	seen      map[string]bool     // container ids whose destroy event arrived
+	fsBinds   map[string][]string // by workload: host:path binds of file-system layers
+	seenCh    chan struct{}       // closed and replaced on every event
 
 	closeOnce  sync.Once
 	closeErr   error

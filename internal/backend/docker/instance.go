@@ -150,7 +150,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.InstanceSpec) (backen
 		// The engine's init (docker-init) is PID 1 and passes signals to the
 		// wrapper's whole process group, so a graceful stop's SIGTERM reaches
 		// the workload's script; a shell as PID 1 would ignore it.
-		HostConfig: &container.HostConfig{Init: &initTrue},
+		HostConfig: &container.HostConfig{Init: &initTrue, Binds: b.binds(spec.Workload)},
 	})
 	if err != nil {
 		return fail(fmt.Errorf("creating container: %w", err))

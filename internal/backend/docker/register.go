@@ -35,6 +35,8 @@ func init() {
 		Instances: backend.Container,
 		Targets:   []backend.Kind{backend.Container},
 		Roles:     []backend.Kind{backend.Container},
+		Support:   support,
+		FSLayer:   true,
 		Open:      open,
 		Cleanup: func(ctx context.Context, c backend.Cleanup) error {
 			// Containers are found by removing them, so a dry run says
