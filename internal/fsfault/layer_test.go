@@ -51,11 +51,14 @@ func mountForTest(t *testing.T) (*Layer, func() []Injection) {
 	}
 }
 
-// sh runs a script in a process of its own, as a target would.
+// sh runs a script in a process of its own, as a target would. It cds
+// into dir itself: the test process serves the layer, and a child it
+// forks with its working directory under the layer would ask the layer
+// before it has exec'd, while Go holds a P for the fork (a garbage
+// collection then waits on the fork and the fork on the layer).
 func sh(t *testing.T, dir, script string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Dir = dir
+	cmd := exec.Command("sh", "-c", `cd "$1" || exit 99; `+script, "sh", dir)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
