@@ -8,8 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -205,5 +209,110 @@ flow:
 		if e.Name() != "lost+found" {
 			t.Errorf("left on the file system after the run: %s", e.Name())
 		}
+	}
+}
+
+// TestResourceFaultsOnAContainerCleanedUpAfterSIGKILL: every resource fault
+// held on a container target (its groups limited, two stress helpers in
+// them, a filler file on its file system) while the harness is SIGKILLed;
+// chaos cleanup --backend docker RUN then leaves no helper, no filler file
+// and no journal, and says it restored each.
+func TestResourceFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
+	needDocker(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("resource faults need root, and CI is set")
+		}
+		t.Skip("resource faults need root")
+	}
+	mnt := loopMount(t, 64)
+	dir := t.TempDir()
+	adapterFile := filepath.Join(dir, "res.yaml")
+	os.WriteFile(adapterFile, []byte(fmt.Sprintf(`apiVersion: chaos/v1alpha1
+id: docker-resource-killed
+backend: docker
+instance: {image: "chaos/busybox:latest"}
+targets:
+  store:
+    type: container
+    lifecycle: run
+    container: chaos-resk-$CHAOS_RUN_ID
+    start: docker run -d --name "chaos-resk-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" -v %s:/data chaos/busybox:latest sleep 600 >/dev/null
+`, mnt)), 0o644)
+	expFile := filepath.Join(dir, "x.yaml")
+	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+id: docker-resource-killed
+timeout: 2m
+workloads:
+  - {name: w, run: "sleep 90"}
+operations:
+  - {name: cpu, uses: cpu-limit, target: store, resource: {cpu: 20%}}
+  - {name: pressure, uses: memory-pressure, target: store, resource: {memory: 256MiB}}
+  - {name: tasks, uses: task-limit, target: store, resource: {tasks: 50}}
+  - {name: io, uses: io-limit, target: store, resource: {path: /data, write-bps: 1MiB}}
+  - {name: burn, uses: cpu-stress, target: store, resource: {cores: 0.2}}
+  - {name: hog, uses: memory-stress, target: store, resource: {memory: 16MiB}}
+  - {name: fill, uses: disk-fill, target: store, resource: {path: /data, free: 1MiB}}
+flow:
+  parallel:
+    - w
+    - serial:
+        - {wait: {workload: w, condition: running}}
+        - parallel: [cpu, pressure, tasks, io, burn, hog, fill]
+`), 0o644)
+	r := startBG(t, "docker-resource-killed", "--plain", "--adapter", adapterFile, expFile)
+	runDir := r.dir()
+	runID := filepath.Base(runDir)
+	for _, op := range []string{"cpu", "pressure", "tasks", "io", "burn", "hog", "fill"} {
+		r.await(runDir, "resource.applied", map[string]string{"operation": op}, 60*time.Second)
+	}
+	helpers := func() []int {
+		var out []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+			cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if strings.Contains(string(env), "CHAOS_RUN_ID="+runID) && strings.Contains(string(cmd), fault.StressCommand) {
+				out = append(out, pid)
+			}
+		}
+		return out
+	}
+	fillers := func() []string { m, _ := filepath.Glob(filepath.Join(mnt, ".chaos-fill-*")); return m }
+	if len(helpers()) != 2 || len(fillers()) != 1 {
+		t.Fatalf("held: helpers %v, filler files %v; want 2 and 1", helpers(), fillers())
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(10 * time.Second)
+	// The dry run lists what is held, from the journal on this machine.
+	dry, _ := exec.Command(chaosBin, "cleanup", "--dry-run", "--backend", "docker", runDir).CombinedOutput()
+	t.Logf("chaos cleanup --dry-run said:\n%s", dry)
+	for _, want := range []string{"stress helper pid", "filler file", "cpu-limit", "task-limit", "io-limit", "memory-pressure"} {
+		if !strings.Contains(string(dry), want) {
+			t.Errorf("chaos cleanup --dry-run does not list the %s the killed run holds", want)
+		}
+	}
+	out, err := exec.Command(chaosBin, "cleanup", "--backend", "docker", runDir).CombinedOutput()
+	t.Logf("chaos cleanup said:\n%s", out)
+	if err != nil {
+		t.Fatalf("chaos cleanup: %v", err)
+	}
+	if h, f := helpers(), fillers(); len(h)+len(f) > 0 {
+		t.Errorf("left after chaos cleanup: helpers %v, filler files %v", h, f)
+	}
+	if m, _ := filepath.Glob(filepath.Join(fault.DefaultResourceStateDir, cgroup.SafeName(runID, 200)+".*")); len(m) > 0 {
+		t.Errorf("journals left for chaos cleanup: %v", m)
+	}
+	if n := strings.Count(string(out), "undid "); n != 9 {
+		t.Errorf("chaos cleanup undid %d changes, want the 9 the dry run listed", n)
+	}
+	if !strings.Contains(string(out), "container chaos-resk-"+runID) {
+		t.Errorf("chaos cleanup did not remove the target's container")
 	}
 }
