@@ -235,43 +235,44 @@ func WriteFile(w Write) error {
 	return err
 }
 
-// lowerMemoryPatience is how long lowerMemoryLimit waits for a group's
-// use to fall to the limit asked.
-var lowerMemoryPatience = 5 * time.Second
+// lowerMemoryTries and lowerMemoryHold bound lowerMemoryLimit: how long it
+// tries the limit asked alone, then how long it tries it again with the
+// limit held at the group's use.
+var lowerMemoryTries, lowerMemoryHold = 2 * time.Second, 3 * time.Second
 
 // lowerMemoryLimit gives a v1 memory limit the meaning v2's memory.max has.
 // v1 refuses a limit below the group's use that reclaim cannot reach (EBUSY:
 // anonymous memory without swap), where v2 takes it and the OOM killer
-// acts. So the limit is first set to what the group uses now (page
-// rounded): no allocation can grow it, the next one meets the OOM killer;
-// then the asked limit is written again as the use falls, for up to
-// lowerMemoryPatience. If it never falls that far, the limit stays at the
-// use it had, and the error says so.
+// acts. So the limit asked is tried again as the use changes (a program
+// that allocates and frees dips below it), for lowerMemoryTries; then the
+// limit is set to what the group uses now (page rounded), so that no
+// allocation can grow it and the next meets the OOM killer, and the limit
+// asked is tried again as the use falls, for lowerMemoryHold. A group
+// whose use never falls that far keeps the limit at its use.
 func lowerMemoryLimit(w Write, first error) error {
 	usageFile := filepath.Join(filepath.Dir(w.Path), "memory.usage_in_bytes")
-	deadline := time.Now().Add(lowerMemoryPatience)
-	held := ""
+	start := time.Now()
+	held := false
 	for {
-		if err := writeOnce(w); err == nil {
-			return nil
-		} else if !errors.Is(err, syscall.EBUSY) {
+		err := writeOnce(w)
+		if err == nil || !errors.Is(err, syscall.EBUSY) {
 			return err
 		}
-		if time.Now().After(deadline) {
-			if held != "" {
+		since := time.Since(start)
+		if since > lowerMemoryTries+lowerMemoryHold {
+			if held {
 				return nil // held at the use; the OOM killer meets what grows
 			}
 			return first
 		}
-		if b, err := os.ReadFile(usageFile); err == nil {
-			if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
-				at := strconv.FormatUint((n+4095)/4096*4096, 10)
-				if writeOnce(Write{w.Path, at}) == nil {
-					held = at
+		if since > lowerMemoryTries && !held {
+			if b, err := os.ReadFile(usageFile); err == nil {
+				if n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil {
+					held = writeOnce(Write{w.Path, strconv.FormatUint((n+4095)/4096*4096, 10)}) == nil
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -288,9 +288,9 @@ func readT(t *testing.T, p string) string {
 }
 
 // A v1 memory limit below what the group uses (anonymous memory, no swap)
-// was refused with EBUSY; the limit is now held at the use and lowered to
-// the asked one as the OOM killer ends the process that allocates past it,
-// as v2's memory.max does. Proven on this machine's v1 memory hierarchy.
+// was refused with EBUSY; it is now tried again as the use dips, held at
+// the use meanwhile if it must be, and reached, as v2's memory.max is.
+// Proven on this machine's v1 memory hierarchy.
 func TestMemoryLimitBelowUseOnV1(t *testing.T) {
 	h, err := FindHierarchies()
 	mem, ok := h.V1["memory"]
@@ -347,10 +347,10 @@ func TestMemoryLimitBelowUseOnV1(t *testing.T) {
 	got, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	oom, _ := os.ReadFile(filepath.Join(dir, "memory.oom_control"))
 	t.Logf("limit %d, use %d, %s", got, usage(), bytes.ReplaceAll(oom, []byte("\n"), []byte("; ")))
+	// Whether the OOM killer had to act depends on when the use dipped
+	// (the program frees what it allocates); the limit asked holds either
+	// way.
 	if got != 16<<20 {
-		t.Errorf("the limit is %d, want %d once the OOM killer ended what allocated past it", got, 16<<20)
-	}
-	if !bytes.Contains(oom, []byte("oom_kill ")) || bytes.Contains(oom, []byte("oom_kill 0")) {
-		t.Errorf("no OOM kill in the group: %s", oom)
+		t.Errorf("the limit is %d, want %d", got, 16<<20)
 	}
 }

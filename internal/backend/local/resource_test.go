@@ -272,7 +272,10 @@ func TestCPULimitHoldsABusyLoop(t *testing.T) {
 	after := cpuShare(t, pid, 3*time.Second)
 	free = (cpuOf(t, ref.Process.Pid) - r0) / 3
 	t.Logf("after the revert: %.3f of a CPU; the unlimited neighbour: %.3f", after, free)
-	if after < 0.7*free || (free >= 0.5 && after < 0.7) {
+	// Relative to the neighbour only: on a saturated machine both get
+	// half a CPU (0.48 beside 0.51 once), where a loop still limited gets
+	// 0.2 beside it.
+	if after < 0.7*free {
 		t.Errorf("after the revert the busy loop used %.3f of a CPU, its unlimited neighbour %.3f: still limited", after, free)
 	}
 }
