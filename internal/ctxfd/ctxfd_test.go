@@ -23,13 +23,20 @@ func TestWaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
+	// A signal (Go's preemption among them) interrupts poll: it is asked
+	// again, as the waker's users do.
 	readable := func(ms int) bool {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, ms)
-		if err != nil {
-			t.Fatalf("poll: %v", err)
+		for deadline := time.Now().Add(time.Duration(ms) * time.Millisecond); ; {
+			n, err := unix.Poll(fds, max(int(time.Until(deadline)/time.Millisecond), 0))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("poll: %v", err)
+			}
+			return n == 1 && fds[0].Revents&unix.POLLIN != 0
 		}
-		return n == 1 && fds[0].Revents&unix.POLLIN != 0
 	}
 	if readable(20) {
 		t.Fatal("readable before the context ended")
