@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/loopfs"
+
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/fault"
 )
@@ -54,7 +56,7 @@ func TestResourceFaultsCleanedUpAfterSIGKILL(t *testing.T) {
 		}
 		t.Skip("resource faults need root")
 	}
-	mnt := loopMount(t, 64)
+	mnt, _ := loopfs.Mount(t, 64)
 	file := filepath.Join(t.TempDir(), "resource-killed.yaml")
 	if err := os.WriteFile(file, []byte(fmt.Sprintf(resourceExperiment, mnt)), 0o644); err != nil {
 		t.Fatal(err)
@@ -151,35 +153,4 @@ func leftovers(t *testing.T, tag, runID, mnt string) (groups []string, helpers [
 	}
 	fillers, _ = filepath.Glob(filepath.Join(mnt, ".chaos-fill-*"))
 	return groups, helpers, fillers
-}
-
-// loopMount makes an ext4 file system on a loop device of its own.
-func loopMount(t *testing.T, mib int) string {
-	t.Helper()
-	dir := t.TempDir()
-	img := filepath.Join(dir, "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, int64(mib)<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", dev).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4: %v: %s", err, out)
-	}
-	mnt := filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-	return mnt
 }

@@ -12,43 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/loopfs"
+
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
-
-// loopMount makes a small ext4 file system of its own (a loop device),
-// mounted for the test: what io-limit throttles and disk-fill fills, never
-// the machine's own disk.
-func loopMount(t *testing.T, mib int) string {
-	t.Helper()
-	dir := t.TempDir()
-	img := filepath.Join(dir, "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, int64(mib)<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", dev).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4: %v: %s", err, out)
-	}
-	mnt := filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-	return mnt
-}
 
 // probeScript runs in the target's container: every half second a
 // subshell writes 1 MiB with direct I/O to /data (the test's file system)
@@ -78,7 +47,7 @@ func TestResourceFaultsOnAContainer(t *testing.T) {
 		}
 		t.Skip("resource faults need root")
 	}
-	mnt := loopMount(t, 64)
+	mnt, _ := loopfs.Mount(t, 64)
 	logs := t.TempDir()
 	os.Chmod(logs, 0o777)
 	dir := t.TempDir()
@@ -225,7 +194,7 @@ func TestResourceFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
 		}
 		t.Skip("resource faults need root")
 	}
-	mnt := loopMount(t, 64)
+	mnt, _ := loopfs.Mount(t, 64)
 	dir := t.TempDir()
 	adapterFile := filepath.Join(dir, "res.yaml")
 	os.WriteFile(adapterFile, []byte(fmt.Sprintf(`apiVersion: chaos/v1alpha1

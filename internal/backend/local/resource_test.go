@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/loopfs"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -510,54 +512,11 @@ func createInstanceWith(t *testing.T, b *Backend, script string, onState func(ba
 	return in
 }
 
-// loopFS makes an ext4 file system of size MiB on a loop device of its
-// own, mounted in a temp dir: a real block device, which the I/O limit
-// needs (the test's temp dir may be on overlay or tmpfs, which have none)
-// and a small file system to fill. It is unmounted and detached at the
-// end.
-func loopFS(t *testing.T, mib int) (mnt string, dev string) {
-	t.Helper()
-	for _, tool := range []string{"losetup", "mkfs.ext4", "mount", "umount"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is missing, and CI is set", tool)
-			}
-			t.Skipf("%s is missing", tool)
-		}
-	}
-	dir := t.TempDir()
-	img := filepath.Join(dir, "disk.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, int64(mib)<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "--find", "--show", img).CombinedOutput()
-	if err != nil {
-		t.Fatalf("losetup: %v: %s", err, out)
-	}
-	dev = strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", dev).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4: %v: %s", err, out)
-	}
-	mnt = filepath.Join(dir, "mnt")
-	if err := os.Mkdir(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", dev, mnt).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", "-l", mnt).Run() })
-	return mnt, dev
-}
-
 // An I/O limit of 1 MiB/s on the device that holds the path makes dd with
 // direct I/O measure 0.8-1.2 MB/s (dd's MB: 10^6 bytes).
 func TestIOLimitThrottlesDirectWrites(t *testing.T) {
 	needControllers(t, cgroup.IO)
-	mnt, dev := loopFS(t, 64)
+	mnt, dev := loopfs.Mount(t, 64)
 	script := fmt.Sprintf(`read x < go.fifo; dd if=/dev/zero of=%s/out bs=64k count=64 oflag=direct 2> dd.log; echo done > dd.done`, mnt)
 	in := createInstanceWith(t, New(backendtest.NewRun(t, nil)), script, func(backend.State, string) {}, mkfifo(t))
 	out := in.(*instance).spec.OutputDir
@@ -599,7 +558,7 @@ func ddRate(t *testing.T, log string) float64 {
 // after the revert the filler file is gone and the space is back.
 func TestDiskFillGivesENOSPC(t *testing.T) {
 	needControllers(t) // root only
-	mnt, _ := loopFS(t, 32)
+	mnt, _ := loopfs.Mount(t, 32)
 	var before unix.Statfs_t
 	if err := unix.Statfs(mnt, &before); err != nil {
 		t.Fatal(err)
