@@ -49,16 +49,21 @@ func Bind(x *experiment.Experiment, a *adapter.Adapter) Result {
 		b.operation(fmt.Sprintf("operations[%d]", i), &x.Operations[i])
 	}
 	x.Flow.Walk(func(f *experiment.FlowNode) {
-		if f.Kind != experiment.FlowWait || f.Wait.Signal == "" {
+		var p, name string
+		switch {
+		case f.Kind == experiment.FlowWait && f.Wait.Signal != "":
+			p, name = f.Path+".wait.signal", f.Wait.Signal
+		case f.Kind == experiment.FlowGenerate && f.Generate.After != nil && f.Generate.After.Signal != "":
+			p, name = f.Path+".generate.after.signal", f.Generate.After.Signal
+		default:
 			return
 		}
-		p := f.Path + ".wait.signal"
-		s, ok := a.Signals[f.Wait.Signal]
+		s, ok := a.Signals[name]
 		switch {
 		case !ok:
-			b.missing(p, "adapter %s declares no signal %q%s", a.ID, f.Wait.Signal, manifest.DidYouMean(f.Wait.Signal, slices.Sorted(maps.Keys(a.Signals))))
+			b.missing(p, "adapter %s declares no signal %q%s", a.ID, name, manifest.DidYouMean(name, slices.Sorted(maps.Keys(a.Signals))))
 		case s.Unavailable != "":
-			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", f.Wait.Signal, a.ID, s.Unavailable))
+			b.na(fmt.Sprintf("signal %s is unavailable on %s: %s", name, a.ID, s.Unavailable))
 		}
 	})
 	for i := range x.Operations {

@@ -165,13 +165,20 @@ func (e *engine) repeat(ctx context.Context, f *experiment.FlowNode) error {
 }
 
 // generate runs the schedule the node draws from the run's seed: each
-// step's gap, then its operation (with its duration and revert), as the
-// serial flow of delays and operations a reproducer writes would.
+// step's gap (after the signal's next line, when the node has after), then
+// its operation (with its duration and revert), as the serial flow of
+// delays (or signal waits) and operations a reproducer writes would.
 func (e *engine) generate(ctx context.Context, f *experiment.FlowNode) error {
 	s := f.Generate.Draw(e.seed, nodeID(f))
 	e.rec.Record("schedule.drawn", rundir.F("node", s.Node), rundir.F("steps", s.Steps))
 	for i, st := range s.Steps {
-		if err := backend.Sleep(ctx, st.Gap.D()); err != nil {
+		var err error
+		if s.Signal != "" {
+			err = e.waitSignal(ctx, &experiment.Wait{Signal: s.Signal, Delay: st.Gap, Timeout: s.Timeout})
+		} else {
+			err = backend.Sleep(ctx, st.Gap.D())
+		}
+		if err != nil {
 			return err
 		}
 		e.rec.Record("schedule.step", rundir.F("node", s.Node), rundir.F("step", i+1), rundir.F("of", len(s.Steps)), rundir.F("operation", st.Operation))

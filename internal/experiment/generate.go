@@ -27,9 +27,23 @@ type Generate struct {
 	// that many operations. Either or both (whichever ends first).
 	For   Duration `yaml:"for" json:"for,omitempty"`
 	Times int      `yaml:"times" json:"times,omitempty"`
-	// Gap is the wait before each operation.
+	// Gap is the wait before each operation: after the previous step, or,
+	// with After, after the signal's next line.
 	Gap        Gap          `yaml:"gap" json:"gap"`
 	Operations []GenerateOp `yaml:"operations" json:"operations"`
+	// After aims each step at a signal: the step waits for the signal's
+	// next line, then its gap, as a wait on the signal with that delay
+	// would. What a hunt varies is then the delay after what the system
+	// reports, not the time since the flow began.
+	After *GenerateAfter `yaml:"after" json:"after,omitempty"`
+}
+
+// GenerateAfter is the signal a generate node's steps count their gaps
+// from, and how long each waits for it.
+type GenerateAfter struct {
+	Pos     manifest.Pos `yaml:"-" json:"-"`
+	Signal  string       `yaml:"signal" json:"signal"`
+	Timeout Duration     `yaml:"timeout" json:"timeout,omitempty"`
 }
 
 // Gap is a range of waits, [Min, Max]; a single duration is both ends.
@@ -110,6 +124,9 @@ func (g *Generate) Draw(seed uint64, path string) Schedule {
 	}
 	r := rand.New(rand.NewPCG(seed, h))
 	s := Schedule{Node: path, Steps: []ScheduleStep{}}
+	if g.After != nil {
+		s.Signal, s.Timeout = g.After.Signal, g.After.Timeout
+	}
 	used := make([]int, len(g.Operations))
 	var elapsed time.Duration
 	for n := 0; n < limits.MaxRepeatRounds; n++ {
@@ -163,16 +180,46 @@ func (x *Experiment) Schedules(seed uint64) []Schedule {
 
 // ScheduleFlow is the schedule as plain flow nodes (delay, operation,
 // delay, ...), as a reproducer writes it: running it does what the
-// generate node did when it drew this schedule.
+// generate node did when it drew this schedule. A schedule aimed at a
+// signal waits for it before each step: {wait: {signal, delay: GAP}}. A
+// step whose gap is a window (a hunt's candidate) is a generate of one
+// step drawing its gap from the window, so each run draws anew.
 func ScheduleFlow(s Schedule) []any {
 	out := make([]any, 0, 2*len(s.Steps))
 	for _, st := range s.Steps {
+		if st.Window() {
+			g := map[string]any{"times": 1, "gap": map[string]string{"min": st.Gap.String(), "max": st.Max.String()}, "operations": []string{st.Operation}}
+			if s.Signal != "" {
+				a := map[string]string{"signal": s.Signal}
+				if s.Timeout > 0 {
+					a["timeout"] = s.Timeout.String()
+				}
+				g["after"] = a
+			}
+			out = append(out, map[string]any{FlowGenerate: g})
+			continue
+		}
+		if s.Signal != "" {
+			out = append(out, map[string]any{FlowWait: SignalWait(s, st.Gap)})
+			out = append(out, st.Operation)
+			continue
+		}
 		if st.Gap > 0 {
 			out = append(out, map[string]string{FlowDelay: st.Gap.String()})
 		}
 		out = append(out, st.Operation)
 	}
 	return out
+}
+
+// SignalWait is the wait a step of a schedule aimed at a signal begins
+// with, as a flow's wait node writes it.
+func SignalWait(s Schedule, delay Duration) map[string]string {
+	w := map[string]string{"signal": s.Signal, "delay": delay.String()}
+	if s.Timeout > 0 {
+		w["timeout"] = s.Timeout.String()
+	}
+	return w
 }
 
 func decodeGenerate(d *manifest.Decoder, n *yaml.Node, path string) *Generate {
@@ -216,6 +263,14 @@ func validateGenerate(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 	if len(g.Operations) == 0 {
 		d.Problem(p, "generate needs operations: the operations it may draw")
 	}
+	if a := g.After; a != nil {
+		if a.Signal == "" {
+			d.Problem(p+".after", "after needs signal: a signal the adapter declares, whose next line each step waits for")
+		}
+		if a.Timeout < 0 {
+			d.Problem(p+".after.timeout", "a timeout must not be negative")
+		}
+	}
 	var names []string
 	for _, o := range x.Operations {
 		names = append(names, o.Name)
@@ -248,6 +303,9 @@ func generateLabel(g *Generate) string {
 	}
 	if g.Times > 0 {
 		parts = append(parts, fmt.Sprintf("%d times", g.Times))
+	}
+	if g.After != nil {
+		parts = append(parts, "after "+g.After.Signal)
 	}
 	return "generate " + strings.Join(parts, ", ")
 }

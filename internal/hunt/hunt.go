@@ -371,6 +371,9 @@ func rateOf(res *campaignrun.Result) campaign.Rate {
 func (h *hunter) search(ctx context.Context) *Candidate {
 	var best *Candidate
 	var queue []*explored
+	// aimed are the windowed candidates measured: a later hit inside one
+	// of their windows adds nothing to aim at.
+	var aimed []*Candidate
 	seen := map[string]bool{}
 	exploreHit, exploreOf := 0, 0
 	// tally counts, per operation, the decided exploring runs whose
@@ -429,6 +432,25 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 					continue
 				}
 				seen[key] = true
+				if w, ok := h.aimWindows(sc); ok {
+					// Hits whose delays after the signal lie close together
+					// are one window to aim at, not two candidates.
+					if c := inside(aimed, sc); c != "" {
+						h.logf("explore: run %s hit inside %s's window (%s): aimed at already", run.RunID, c, describe(sc))
+						continue
+					}
+					merged := false
+					for _, e := range queue {
+						if m, ok := mergeWindows(e.schedules, w); e.windowed && ok {
+							e.schedules, e.run, merged = m, e.run+","+run.RunID, true
+							break
+						}
+					}
+					if !merged {
+						queue = append(queue, &explored{run: run.RunID, schedules: w, checks: run.HitChecks, windowed: true})
+					}
+					continue
+				}
 				queue = append(queue, &explored{run: run.RunID, schedules: sc, checks: run.HitChecks})
 			}
 			h.choices(tally, all)
@@ -440,6 +462,12 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 		c := h.measure(ctx, "aim", "run "+e.run, e.schedules, h.o.PerCandidate)
 		if c == nil {
 			break
+		}
+		if e.windowed {
+			aimed = append(aimed, c)
+		}
+		if e.windowed && c.Rate.Hit > 0 {
+			c = h.narrow(ctx, "aim", c, 0)
 		}
 		if best == nil || better(c.Rate, best.Rate) {
 			best = c
@@ -517,6 +545,9 @@ type explored struct {
 	run       string
 	schedules []experiment.Schedule
 	checks    []string
+	// windowed: the schedules' steps aimed at a signal have windows of
+	// delays around those the runs drew.
+	windowed bool
 }
 
 // schedulesOf reads the schedules a run drew from its manifest.json.
@@ -626,14 +657,21 @@ func keep(sc []experiment.Schedule, kept []bool) []experiment.Schedule {
 	out := make([]experiment.Schedule, len(sc))
 	k := 0
 	for i, s := range sc {
-		out[i] = experiment.Schedule{Node: s.Node, Steps: []experiment.ScheduleStep{}}
+		out[i] = experiment.Schedule{Node: s.Node, Steps: []experiment.ScheduleStep{}, Signal: s.Signal, Timeout: s.Timeout}
 		var carry experiment.Duration
 		for _, st := range s.Steps {
 			if kept[k] {
-				st.Gap += carry
+				if carry > 0 {
+					st.Gap += carry
+					if st.Window() {
+						st.Max += carry
+					}
+				}
 				carry = 0
 				out[i].Steps = append(out[i].Steps, st)
-			} else {
+			} else if s.Signal == "" {
+				// A step aimed at a signal counts its gap from the
+				// signal, so a removed one's gap carries to nothing.
 				carry += st.Gap
 			}
 			k++
@@ -648,7 +686,7 @@ func keep(sc []experiment.Schedule, kept []bool) []experiment.Schedule {
 // one unlucky batch does not count as a fix nor one lucky batch as a
 // reproducer.
 func stillFails(c, parent campaign.Rate, threshold float64) bool {
-	if c.Of == 0 || c.P() < threshold {
+	if c.Hit == 0 || c.P() < threshold {
 		return false
 	}
 	if c.P() >= parent.P() {
@@ -657,10 +695,21 @@ func stillFails(c, parent campaign.Rate, threshold float64) bool {
 	return stats.FisherExact(c.Hit, c.Of-c.Hit, parent.Hit, parent.Of-parent.Hit) >= 0.05
 }
 
-// shrink removes steps from best's schedules by delta debugging
+// shrink removes steps from best's schedules, then narrows the windows
+// of the steps that have one, while the result still fails, and returns
+// the smallest candidate that did.
+func (h *hunter) shrink(ctx context.Context, best *Candidate) *Candidate {
+	cur := h.removeSteps(ctx, best)
+	if hasWindow(cur.Schedules) && ctx.Err() == nil {
+		cur = h.narrow(ctx, "shrink", cur, h.o.Threshold)
+	}
+	return cur
+}
+
+// removeSteps removes steps from best's schedules by delta debugging
 // (Zeller's ddmin over complements) while the result still fails, and
 // returns the smallest candidate that did.
-func (h *hunter) shrink(ctx context.Context, best *Candidate) *Candidate {
+func (h *hunter) removeSteps(ctx context.Context, best *Candidate) *Candidate {
 	steps := flatten(best.Schedules)
 	if len(steps) < 2 {
 		return best
@@ -751,9 +800,22 @@ func (h *hunter) confirm(ctx context.Context, c *Candidate) *Candidate {
 	if ctx.Err() != nil {
 		return c
 	}
+	sc := c.Schedules
+	if hasWindow(sc) {
+		// What is emitted is a plain experiment: each window's middle,
+		// the delay the narrowing converged on.
+		sc = centres(sc)
+		h.logf("confirm: %s with each window pinned to its middle: %s", c.ID, describe(sc))
+	}
 	h.logf("confirm: %s on %d fresh runs", c.ID, h.o.Confirm)
-	m := h.measure(ctx, "confirm", c.ID, c.Schedules, h.o.Confirm)
+	m := h.measure(ctx, "confirm", c.ID, sc, h.o.Confirm)
 	if m == nil || m.Rate.Of == 0 {
+		if hasWindow(c.Schedules) {
+			// Unmeasured, but what would be emitted: the middles.
+			cc := *c
+			cc.Schedules = sc
+			return &cc
+		}
 		return c
 	}
 	if m.Rate.P() < h.o.Threshold {
