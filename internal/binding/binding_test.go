@@ -227,6 +227,24 @@ flow:
 `), problems: []prob{
 		e(10, 22, "flow.parallel[1].wait.signal", "adapter proc declares no signal \"reconcile-swept\" (did you mean \"reconcile-sweep\"?)"),
 	}},
+	{name: "a generate aimed at a signal the adapter does not declare", adapter: "proc", status: Invalid, experiment: doc(`
+apiVersion: chaos/v1alpha1
+id: t
+workloads:
+  - name: counter
+    run: echo
+operations:
+  - {name: k, uses: kill, target: {workload: counter}}
+flow:
+  parallel:
+    - counter
+    - generate: {times: 1, after: {signal: reconcile-swept}, operations: [k]}
+    - generate: {times: 1, after: reconcile-swep, operations: [k]}
+    - generate: {times: 1, after: reconcile-sweep, operations: [k]}
+`), problems: []prob{
+		e(11, 44, "flow.parallel[1].generate.after.signal", "adapter proc declares no signal \"reconcile-swept\" (did you mean \"reconcile-sweep\"?)"),
+		e(12, 35, "flow.parallel[2].generate.after.signal", "adapter proc declares no signal \"reconcile-swep\" (did you mean \"reconcile-sweep\"?)"),
+	}},
 	{name: "wait on a signal of an adapter with none", adapter: "pods", status: Invalid, experiment: doc(`
 apiVersion: chaos/v1alpha1
 id: t

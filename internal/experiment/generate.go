@@ -46,6 +46,22 @@ type GenerateAfter struct {
 	Timeout Duration     `yaml:"timeout" json:"timeout,omitempty"`
 }
 
+// UnmarshalNode implements manifest.Unmarshaler: after: SIGNAL, or
+// after: {signal: SIGNAL, timeout: D}.
+func (a *GenerateAfter) UnmarshalNode(d *manifest.Decoder, n *yaml.Node, path string) {
+	if n.Kind == yaml.ScalarNode {
+		a.Signal, a.Pos = n.Value, manifest.PosOf(n)
+		// The binding names the signal's field, short form or not.
+		d.Positions[path+".signal"] = a.Pos
+		return
+	}
+	type plain GenerateAfter
+	var p plain
+	d.Decode(n, path, reflect.ValueOf(&p).Elem())
+	*a = GenerateAfter(p)
+	a.Pos = manifest.PosOf(n)
+}
+
 // Gap is a range of waits, [Min, Max]; a single duration is both ends.
 type Gap struct {
 	Pos manifest.Pos `yaml:"-" json:"-"`
@@ -266,9 +282,6 @@ func validateGenerate(d *manifest.Decoder, x *Experiment, f *FlowNode, used map[
 	if a := g.After; a != nil {
 		if a.Signal == "" {
 			d.Problem(p+".after", "after needs signal: a signal the adapter declares, whose next line each step waits for")
-		}
-		if a.Timeout < 0 {
-			d.Problem(p+".after.timeout", "a timeout must not be negative")
 		}
 	}
 	var names []string

@@ -137,6 +137,43 @@ func TestScheduleFlowRunsTheSameSteps(t *testing.T) {
 	}
 }
 
+// TestScheduleAimedAtASignal: with after, the drawn schedule names the
+// signal and its timeout, and written out as flow nodes each step is a
+// wait on the signal with the step's gap as its delay.
+func TestScheduleAimedAtASignal(t *testing.T) {
+	x := mustParse(t, genDoc(`        times: 2
+        after: {signal: s, timeout: 5s}
+        gap: {min: 0ms, max: 1s}
+        operations: [a]
+`))
+	sc := x.Schedules(4)
+	if len(sc) != 1 || sc[0].Signal != "s" || sc[0].Timeout != Duration(5*time.Second) || len(sc[0].Steps) != 2 {
+		t.Fatalf("schedules = %+v", sc)
+	}
+	g0, g1 := sc[0].Steps[0].Gap.String(), sc[0].Steps[1].Gap.String()
+	want := []any{
+		map[string]any{"wait": map[string]string{"signal": "s", "delay": g0, "timeout": "5s"}}, "a",
+		map[string]any{"wait": map[string]string{"signal": "s", "delay": g1, "timeout": "5s"}}, "a",
+	}
+	if got := ScheduleFlow(sc[0]); !reflect.DeepEqual(got, want) {
+		t.Errorf("ScheduleFlow = %v, want %v", got, want)
+	}
+	if got := sc[0].String(); got != "s+"+g0+" a, s+"+g1+" a" {
+		t.Errorf("String = %q", got)
+	}
+	if l := x.Flow.Children[1].Label(); l != "generate 2 times, after s" {
+		t.Errorf("label %q", l)
+	}
+	// after: NAME is short for after: {signal: NAME}.
+	short := mustParse(t, genDoc(`        times: 1
+        after: s
+        operations: [a]
+`))
+	if sc := short.Schedules(4); sc[0].Signal != "s" || sc[0].Timeout != 0 {
+		t.Errorf("after: s drew %+v", sc[0])
+	}
+}
+
 func TestGenerateProblems(t *testing.T) {
 	cases := []struct {
 		name string
@@ -170,6 +207,14 @@ func TestGenerateProblems(t *testing.T) {
 `, []prob{e(14, 9, "flow.parallel[1].generate.gaps", `unknown field "gaps" (did you mean "gap"?)`)}},
 		{"no operations", `        times: 1
 `, []prob{e(13, 9, "flow.parallel[1].generate", "generate needs operations: the operations it may draw")}},
+		{"after without a signal", `        times: 1
+        after: {timeout: 5s}
+        operations: [a]
+`, []prob{e(14, 16, "flow.parallel[1].generate.after", "after needs signal: a signal the adapter declares, whose next line each step waits for")}},
+		{"after with a negative timeout", `        times: 1
+        after: {signal: s, timeout: -1s}
+        operations: [a]
+`, []prob{e(14, 37, "flow.parallel[1].generate.after.timeout", `expected a duration such as 15s, 500ms or 2m30s, got "-1s" (it must not be negative)`)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -608,7 +608,7 @@ func rel(base, p string) string {
 
 // pin writes the experiment with sc pinned to file and loads it.
 func (h *hunter) pin(file string, sc []experiment.Schedule, header string) (*experiment.Experiment, error) {
-	data, err := Pin(h.o.Experiment.Raw, sc, "", header)
+	data, err := Pin(h.o.Experiment.Raw, sc, "", filepath.Dir(absPath(h.o.Experiment.File)), header)
 	if err != nil {
 		return nil, err
 	}
@@ -843,7 +843,7 @@ func (h *hunter) emit(final *Candidate) {
 		p = &v
 		header = append(header[:3], append([]string{fmt.Sprintf("Against the random schedules: Fisher's exact p = %s.", stats.FormatP(v))}, header[3:]...)...)
 	}
-	data, err := Pin(h.o.Experiment.Raw, final.Schedules, h.o.Experiment.ID+"-repro", strings.Join(header, "\n"))
+	data, err := Pin(h.o.Experiment.Raw, final.Schedules, h.o.Experiment.ID+"-repro", filepath.Dir(absPath(h.o.Experiment.File)), strings.Join(header, "\n"))
 	if err == nil {
 		_, err = Load("reproducer.yaml", data)
 	}

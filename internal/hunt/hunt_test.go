@@ -40,7 +40,7 @@ func TestPinWritesThePlainSchedule(t *testing.T) {
 	if len(sc) != 1 || sc[0].Node != "flow.parallel[1].serial[1]" {
 		t.Fatalf("schedules = %+v", sc)
 	}
-	data, err := Pin(x.Raw, sc, "g-repro", "line one\nline two")
+	data, err := Pin(x.Raw, sc, "g-repro", "", "line one\nline two")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestPinEmptyScheduleAndBadPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := Pin(x.Raw, []experiment.Schedule{{Node: "flow.parallel[1].serial[1]"}}, "", "")
+	data, err := Pin(x.Raw, []experiment.Schedule{{Node: "flow.parallel[1].serial[1]"}}, "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestPinEmptyScheduleAndBadPaths(t *testing.T) {
 		t.Errorf("an empty schedule pins to %q (load: %v), want delay: 0s", data, err)
 	}
 	for _, bad := range []string{"flow.parallel[1].serial[0]", "flow.parallel[5]", "flow.serial[1]", "nope"} {
-		if _, err := Pin(x.Raw, []experiment.Schedule{{Node: bad}}, "", ""); err == nil {
+		if _, err := Pin(x.Raw, []experiment.Schedule{{Node: bad}}, "", "", ""); err == nil {
 			t.Errorf("Pin at %q: no error", bad)
 		}
 	}

@@ -3,6 +3,7 @@ package hunt
 import (
 	"bytes"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -21,7 +22,10 @@ var index = regexp.MustCompile(`\[(\d+)\]`)
 // operation names), id replaced by id when it is not empty, and header as
 // comment lines on top. The result is a plain experiment: it runs the same
 // steps with no generate and no hunt. Comments elsewhere in the file stay.
-func Pin(raw []byte, schedules []experiment.Schedule, id, header string) ([]byte, error) {
+// A default-adapter given as a relative path (taken from the experiment
+// file's directory) becomes absolute, from dir, so the pinned file runs
+// on the same adapter wherever it is written.
+func Pin(raw []byte, schedules []experiment.Schedule, id, dir, header string) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return nil, err
@@ -52,11 +56,13 @@ func Pin(raw []byte, schedules []experiment.Schedule, id, header string) ([]byte
 		repl.HeadComment = fmt.Sprintf("pinned by chaos hunt: the schedule %s drew", s.Node)
 		*n = repl
 	}
-	if id != "" {
-		for i := 0; i+1 < len(root.Content); i += 2 {
-			if root.Content[i].Value == "id" {
-				root.Content[i+1].Value = id
-			}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i].Value, root.Content[i+1]
+		if k == "id" && id != "" {
+			v.Value = id
+		}
+		if k == "default-adapter" && dir != "" && isRelativePath(v.Value) {
+			v.Value = filepath.Join(dir, v.Value)
 		}
 	}
 	var buf bytes.Buffer
@@ -74,6 +80,14 @@ func Pin(raw []byte, schedules []experiment.Schedule, id, header string) ([]byte
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// isRelativePath says whether a default-adapter is a file named relative
+// to the experiment's directory rather than an adapter id, as chaos reads
+// it (a slash or a .yaml/.yml ending makes it a path).
+func isRelativePath(ref string) bool {
+	isPath := strings.ContainsRune(ref, '/') || strings.HasSuffix(ref, ".yaml") || strings.HasSuffix(ref, ".yml")
+	return isPath && !filepath.IsAbs(ref)
 }
 
 // find follows a flow node's path (flow.parallel[1].serial[0]) from the

@@ -143,6 +143,7 @@ func TestKeepAimedAtASignalCarriesNoGap(t *testing.T) {
 
 const aimedYAML = `apiVersion: chaos/v1alpha1
 id: g
+default-adapter: adapters/ticker.yaml
 workloads:
   - {name: w, run: "true"}
 operations:
@@ -169,7 +170,7 @@ func TestPinAimedSchedule(t *testing.T) {
 	if len(sc) != 1 || sc[0].Signal != "tick" || len(sc[0].Steps) != 2 {
 		t.Fatalf("schedules = %+v", sc)
 	}
-	data, err := Pin(x.Raw, centres(sc), "", "")
+	data, err := Pin(x.Raw, centres(sc), "", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestPinAimedSchedule(t *testing.T) {
 	}
 
 	win := withWindow(sc, 1, window{ms(20), ms(45)})
-	data, err = Pin(x.Raw, win, "", "")
+	data, err = Pin(x.Raw, win, "", "/exp", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +205,11 @@ func TestPinAimedSchedule(t *testing.T) {
 	}
 	if !strings.Contains(string(data), "min: 20ms") || !strings.Contains(string(data), "max: 45ms") {
 		t.Errorf("pinned file lacks the window:\n%s", data)
+	}
+	// Written elsewhere (the hunt's directory), it still names the
+	// adapter beside the experiment.
+	if p.DefaultAdapter != "/exp/adapters/ticker.yaml" {
+		t.Errorf("default-adapter %q, want /exp/adapters/ticker.yaml", p.DefaultAdapter)
 	}
 }
 
