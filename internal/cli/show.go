@@ -445,11 +445,11 @@ func describeFlow(w io.Writer, indent string, x *experiment.Experiment, f *exper
 		fmt.Fprintf(w, "%sask %s to stop\n", indent, f.Stop)
 	case experiment.FlowGenerate:
 		g := f.Generate
-		when := "before each"
 		if g.After != nil {
-			when = "after the next line of signal " + g.After.Signal + " before each"
+			fmt.Fprintf(w, "%s%s: each step waits for the next line of signal %s, then a gap of %s to %s drawn from the run's seed; the operations, drawn from:\n", indent, f.Label(), g.After.Signal, g.Gap.Min, g.Gap.Max)
+		} else {
+			fmt.Fprintf(w, "%s%s, a gap of %s to %s before each, drawn from the run's seed from:\n", indent, f.Label(), g.Gap.Min, g.Gap.Max)
 		}
-		fmt.Fprintf(w, "%s%s, a gap of %s to %s %s, drawn from the run's seed from:\n", indent, f.Label(), g.Gap.Min, g.Gap.Max, when)
 		for _, o := range g.Operations {
 			s := fmt.Sprintf("%s  %s (weight %d", indent, o.Operation, o.WeightOrDefault())
 			if o.Max > 0 {
