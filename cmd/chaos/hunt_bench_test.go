@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,17 +24,8 @@ import (
 //
 //	CHAOS_BENCH_HUNT=1 go test ./cmd/chaos -run '^$' -bench HuntLedger -benchtime 1x
 func BenchmarkHuntLedger(b *testing.B) {
-	if os.Getenv("CHAOS_BENCH_HUNT") != "1" {
-		b.Skip("set CHAOS_BENCH_HUNT=1: a hunt takes minutes")
-	}
-	bin, err := exec.LookPath("chaos")
-	if err != nil {
-		b.Fatal(err)
-	}
-	n, window := 300, "0.04"
-	if v, err := strconv.Atoi(os.Getenv("CHAOS_BENCH_N")); err == nil && v > 0 {
-		n = v
-	}
+	bin, n := benchHunt(b, 300)
+	window := "0.04"
 	if v := os.Getenv("CHAOS_BENCH_WINDOW"); v != "" {
 		window = v
 	}
@@ -44,52 +36,21 @@ func BenchmarkHuntLedger(b *testing.B) {
 	if !strings.Contains(string(src), `WINDOW: "0.2"`) {
 		b.Fatal(`ledger-generated.yaml no longer sets WINDOW: "0.2", which this benchmark narrows`)
 	}
-	dir := b.TempDir()
-	file := filepath.Join(dir, "ledger.yaml")
-	if err := os.WriteFile(file, []byte(strings.Replace(string(src), `WINDOW: "0.2"`, `WINDOW: "`+window+`"`, 1)), 0o644); err != nil {
-		b.Fatal(err)
-	}
 	for range b.N {
-		runs := filepath.Join(dir, "runs")
-		cmd := exec.Command(bin, "hunt", "--count", strconv.Itoa(n), "--parallel", "2", "--runs-dir", runs, file)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			b.Fatalf("hunt: %v\n%s", err, out)
-		}
-		hdirs, _ := filepath.Glob(filepath.Join(runs, hunt.Subdir, "*"))
-		data, err := os.ReadFile(filepath.Join(hdirs[len(hdirs)-1], "hunt.json"))
-		if err != nil {
+		dir := b.TempDir()
+		file := filepath.Join(dir, "ledger.yaml")
+		if err := os.WriteFile(file, []byte(strings.Replace(string(src), `WINDOW: "0.2"`, `WINDOW: "`+window+`"`, 1)), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		var f hunt.File
-		if err := json.Unmarshal(data, &f); err != nil {
-			b.Fatal(err)
-		}
+		f := huntOnce(b, bin, dir, n, file)
 		b.ReportMetric(float64(f.Runs), "runs-taken")
 		b.ReportMetric(100*f.Explore.P(), "random-hit-%")
-		fresh := exec.Command(bin, "run", "--count", "50", "--parallel", "2", "--runs-dir", filepath.Join(dir, "fresh"), f.Reproducer)
-		if out, err := fresh.Output(); err != nil {
-			if _, ok := err.(*exec.ExitError); !ok {
-				b.Fatalf("fresh runs: %v\n%s", err, out)
-			}
+		if f.Reproducer == "" {
+			b.Fatalf("random schedules %s; no reproducer", f.Explore)
 		}
-		cdirs, _ := filepath.Glob(filepath.Join(dir, "fresh", campaign.Subdir, "*"))
-		c, err := campaign.Read(cdirs[len(cdirs)-1])
-		if err != nil {
-			b.Fatal(err)
-		}
-		hit, of := 0, 0
-		for _, r := range c.Runs {
-			if campaign.Decided(r.Verdict) {
-				of++
-				if r.Hit {
-					hit++
-				}
-			}
-		}
-		b.Logf("random schedules %s; reproducer %s; fresh runs %s", f.Explore, f.Best, campaign.NewRate(hit, of))
-		b.ReportMetric(100*float64(hit)/float64(max(of, 1)), "repro-fresh-hit-%")
+		fresh := freshRuns(b, bin, filepath.Join(dir, "fresh"), 50, f.Reproducer)
+		b.Logf("random schedules %s; reproducer %s; fresh runs %s", f.Explore, f.Best, fresh)
+		b.ReportMetric(100*fresh.P(), "repro-fresh-hit-%")
 	}
 }
 
@@ -155,4 +116,147 @@ func BenchmarkHuntOrder(b *testing.B) {
 		b.ReportMetric(float64(f.Runs), "runs-taken")
 		b.ReportMetric(exact, "long-then-bounce")
 	}
+}
+
+// BenchmarkHuntAimed measures the issue's first figure with the hunt aimed
+// at a signal: examples/ledger-aimed.yaml (the ledger's race window of
+// 40 ms; its restart waits for the ledger's "compacting at" line, then a
+// delay drawn from 0 to 1 s). A hunt of CHAOS_BENCH_N runs (default 300),
+// then 50 fresh runs of the reproducer. It reports the random delays' hit
+// rate, the runs the hunt took and the reproducer's hit rate on the fresh
+// runs. Runs only with CHAOS_BENCH_HUNT=1:
+//
+//	CHAOS_BENCH_HUNT=1 go test ./cmd/chaos -run '^$' -bench HuntAimed -benchtime 1x
+func BenchmarkHuntAimed(b *testing.B) {
+	bin, n := benchHunt(b, 300)
+	for range b.N {
+		dir := b.TempDir()
+		f := huntOnce(b, bin, dir, n, filepath.Join(examplesDir(b), "ledger-aimed.yaml"))
+		b.ReportMetric(float64(f.Runs), "runs-taken")
+		b.ReportMetric(100*f.Explore.P(), "random-hit-%")
+		if f.Reproducer == "" {
+			b.Logf("random delays %s; no reproducer", f.Explore)
+			b.ReportMetric(0, "repro-fresh-hit-%")
+			continue
+		}
+		fresh := freshRuns(b, bin, filepath.Join(dir, "fresh"), 50, f.Reproducer)
+		b.Logf("random delays %s; reproducer %s; fresh runs %s", f.Explore, f.Best, fresh)
+		b.ReportMetric(100*fresh.P(), "repro-fresh-hit-%")
+	}
+}
+
+// BenchmarkHuntSweep measures the seeds' 004 scenario, automated, on
+// examples/sandbox-sweep-hunt.yaml: a hunt of CHAOS_BENCH_N runs (default
+// 300) from restarts at random moments (each a delay from 0 to 1 s after a
+// sweep, the sweeps a second apart) to a signal-aimed reproducer, then 50
+// runs of the experiment as written (random) and 50 of the reproducer,
+// compared with chaos compare. It reports both hit rates and compare's
+// p. Runs only with CHAOS_BENCH_HUNT=1:
+//
+//	CHAOS_BENCH_HUNT=1 go test ./cmd/chaos -run '^$' -bench HuntSweep -benchtime 1x
+func BenchmarkHuntSweep(b *testing.B) {
+	bin, n := benchHunt(b, 300)
+	for range b.N {
+		dir := b.TempDir()
+		file := filepath.Join(examplesDir(b), "sandbox-sweep-hunt.yaml")
+		f := huntOnce(b, bin, dir, n, file)
+		b.ReportMetric(float64(f.Runs), "runs-taken")
+		if f.Reproducer == "" {
+			b.Fatalf("random restarts hit %s; no reproducer", f.Explore)
+		}
+		random := freshRuns(b, bin, filepath.Join(dir, "random"), 50, file)
+		aimed := freshRuns(b, bin, filepath.Join(dir, "aimed"), 50, f.Reproducer)
+		ca, _ := filepath.Glob(filepath.Join(dir, "random", campaign.Subdir, "*"))
+		cb, _ := filepath.Glob(filepath.Join(dir, "aimed", campaign.Subdir, "*"))
+		out, err := exec.Command(bin, "compare", "--json", cb[0], ca[0]).Output()
+		if err != nil {
+			b.Fatalf("compare: %v\n%s", err, out)
+		}
+		var cmp campaign.Comparison
+		if err := json.Unmarshal(out, &cmp); err != nil {
+			b.Fatal(err)
+		}
+		p := -1.0
+		for _, r := range cmp.Rows {
+			if r.Kind == "runs" {
+				p = r.P
+				b.Logf("compare: %s", r.Sentence)
+			}
+		}
+		b.Logf("random restarts %s; reproducer %s: fresh %s; compare p = %g", random, f.Best, aimed, p)
+		b.ReportMetric(100*random.P(), "random-hit-%")
+		b.ReportMetric(100*aimed.P(), "repro-hit-%")
+		b.ReportMetric(p, "compare-p")
+	}
+}
+
+// benchHunt skips without CHAOS_BENCH_HUNT=1 and returns the chaos binary
+// and the hunt's budget (CHAOS_BENCH_N, else n).
+func benchHunt(b *testing.B, n int) (string, int) {
+	if os.Getenv("CHAOS_BENCH_HUNT") != "1" {
+		b.Skip("set CHAOS_BENCH_HUNT=1: a hunt takes minutes")
+	}
+	bin, err := exec.LookPath("chaos")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if v, err := strconv.Atoi(os.Getenv("CHAOS_BENCH_N")); err == nil && v > 0 {
+		n = v
+	}
+	return bin, n
+}
+
+// huntOnce hunts file with a budget of n runs under dir and reads its
+// hunt.json. A hunt that finds nothing (exit 1) is a result, not an error.
+func huntOnce(b *testing.B, bin, dir string, n int, file string) hunt.File {
+	runs := filepath.Join(dir, "runs")
+	cmd := exec.Command(bin, "hunt", "--count", strconv.Itoa(n), "--parallel", "2", "--runs-dir", runs, file)
+	cmd.Stderr = os.Stderr
+	if out, err := cmd.Output(); err != nil {
+		if e, ok := err.(*exec.ExitError); !ok || e.ExitCode() != 1 {
+			b.Fatalf("hunt: %v\n%s", err, out)
+		}
+	}
+	hdirs, _ := filepath.Glob(filepath.Join(runs, hunt.Subdir, "*"))
+	if len(hdirs) == 0 {
+		b.Fatal("no hunt directory")
+	}
+	data, err := os.ReadFile(filepath.Join(hdirs[len(hdirs)-1], "hunt.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f hunt.File
+	if err := json.Unmarshal(data, &f); err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
+// freshRuns runs file count times as a campaign under runsDir and returns
+// the hit rate of its decided runs.
+func freshRuns(b *testing.B, bin, runsDir string, count int, file string) campaign.Rate {
+	cmd := exec.Command(bin, "run", "--count", fmt.Sprint(count), "--parallel", "2", "--runs-dir", runsDir, file)
+	if out, err := cmd.Output(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			b.Fatalf("runs of %s: %v\n%s", file, err, out)
+		}
+	}
+	cdirs, _ := filepath.Glob(filepath.Join(runsDir, campaign.Subdir, "*"))
+	if len(cdirs) == 0 {
+		b.Fatalf("runs of %s: no campaign", file)
+	}
+	c, err := campaign.Read(cdirs[len(cdirs)-1])
+	if err != nil {
+		b.Fatal(err)
+	}
+	hit, of := 0, 0
+	for _, r := range c.Runs {
+		if campaign.Decided(r.Verdict) {
+			of++
+			if r.Hit {
+				hit++
+			}
+		}
+	}
+	return campaign.NewRate(hit, of)
 }

@@ -63,11 +63,14 @@ func newHuntCmd(s *streams) *cobra.Command {
 schedule from each run's seed; the hunt explores (--explore runs of random
 schedules at a time), aims (each schedule that hit becomes a candidate: the
 experiment with that schedule pinned, run --per-candidate times, its hit rate
-and 95% interval logged), shrinks the best candidate by delta debugging
-(removing steps while the hit rate stays at least --threshold and not
-significantly below its parent's), confirms it on --confirm fresh runs, and
-emits reproducer.yaml: a plain experiment file with the schedule written as
-delays and operations, its measured hit rate in its header.
+and 95% interval logged; a generate aimed at a signal (after) gives a
+window of delays after the signal around those that hit, narrowed while it
+still fails), shrinks the best candidate by delta debugging (removing steps,
+then narrowing windows, while the hit rate stays at least --threshold and
+not significantly below its parent's), confirms it on --confirm fresh runs
+(each window pinned to its middle), and emits reproducer.yaml: a plain
+experiment file with the schedule written as delays (or signal waits with
+delays) and operations, its measured hit rate in its header.
 
 Every batch of runs is a campaign under RUNS/hunts/<hunt-id>/campaigns/, beside
 hunt.json and hunt.html (every candidate). The budget is --count runs or --for

@@ -467,7 +467,17 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 			aimed = append(aimed, c)
 		}
 		if e.windowed && c.Rate.Hit > 0 {
-			c = h.narrow(ctx, "aim", c, 0)
+			// A window eight times narrower than the gap range that
+			// hits no more than twice as often as random delays is
+			// likely a chance hit: not worth the runs of narrowing.
+			h.mu.Lock()
+			random := h.f.Explore.P()
+			h.mu.Unlock()
+			if c.Rate.P() > 2*random {
+				c = h.narrow(ctx, "aim", c, 0)
+			} else {
+				h.logf("aim: %s hits %s, not above twice the random delays' %s: not narrowed", c.ID, c.Rate, stats.Percent(random))
+			}
 		}
 		if best == nil || better(c.Rate, best.Rate) {
 			best = c
