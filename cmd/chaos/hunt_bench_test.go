@@ -61,17 +61,7 @@ func BenchmarkHuntLedger(b *testing.B) {
 // and whether they are exactly long then bounce (1) or not (0). Runs only
 // with CHAOS_BENCH_HUNT=1.
 func BenchmarkHuntOrder(b *testing.B) {
-	if os.Getenv("CHAOS_BENCH_HUNT") != "1" {
-		b.Skip("set CHAOS_BENCH_HUNT=1: a hunt takes minutes")
-	}
-	bin, err := exec.LookPath("chaos")
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := 400
-	if v, err := strconv.Atoi(os.Getenv("CHAOS_BENCH_N")); err == nil && v > 0 {
-		n = v
-	}
+	bin, n := benchHunt(b, 400)
 	src, err := os.ReadFile(filepath.Join(examplesDir(b), "stall-then-restart.yaml"))
 	if err != nil {
 		b.Fatal(err)
@@ -86,21 +76,7 @@ func BenchmarkHuntOrder(b *testing.B) {
 		b.Fatal(err)
 	}
 	for range b.N {
-		runs := filepath.Join(dir, "runs")
-		cmd := exec.Command(bin, "hunt", "--count", strconv.Itoa(n), "--parallel", "2", "--per-candidate", "4", "--confirm", "10", "--runs-dir", runs, file)
-		cmd.Stderr = os.Stderr
-		if out, err := cmd.Output(); err != nil {
-			b.Fatalf("hunt: %v\n%s", err, out)
-		}
-		hdirs, _ := filepath.Glob(filepath.Join(runs, hunt.Subdir, "*"))
-		data, err := os.ReadFile(filepath.Join(hdirs[len(hdirs)-1], "hunt.json"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var f hunt.File
-		if err := json.Unmarshal(data, &f); err != nil {
-			b.Fatal(err)
-		}
+		f := huntOnce(b, bin, dir, n, file, "--per-candidate", "4", "--confirm", "10")
 		exact := 0.0
 		for _, c := range f.Candidates {
 			if c.ID != f.Best {
@@ -206,11 +182,13 @@ func benchHunt(b *testing.B, n int) (string, int) {
 	return bin, n
 }
 
-// huntOnce hunts file with a budget of n runs under dir and reads its
-// hunt.json. A hunt that finds nothing (exit 1) is a result, not an error.
-func huntOnce(b *testing.B, bin, dir string, n int, file string) hunt.File {
+// huntOnce hunts file with a budget of n runs (and the flags extra) under
+// dir and reads its hunt.json. A hunt that finds nothing (exit 1) is a
+// result, not an error.
+func huntOnce(b *testing.B, bin, dir string, n int, file string, extra ...string) hunt.File {
 	runs := filepath.Join(dir, "runs")
-	cmd := exec.Command(bin, "hunt", "--count", strconv.Itoa(n), "--parallel", "2", "--runs-dir", runs, file)
+	args := append([]string{"hunt", "--count", strconv.Itoa(n), "--parallel", "2", "--runs-dir", runs}, extra...)
+	cmd := exec.Command(bin, append(args, file)...)
 	cmd.Stderr = os.Stderr
 	if out, err := cmd.Output(); err != nil {
 		if e, ok := err.(*exec.ExitError); !ok || e.ExitCode() != 1 {

@@ -248,6 +248,7 @@ func (h *hunter) narrow(ctx context.Context, phase string, c *Candidate, thresho
 			h.logf("%s: narrowing step %d's window %s while the hit rate stays at least %s and not significantly below its parent's", phase, k+1, window{fs.step.Gap, fs.step.Max}, stats.Percent(threshold))
 		}
 		start := cur
+		tries := 0
 		tried := map[window]*Candidate{}
 		st := fs.step
 		w := bisect(window{st.Gap, st.Max}, h.minWidth(c.Schedules[fs.sched].Node), func(parent, p window) (campaign.Rate, bool, bool) {
@@ -258,6 +259,7 @@ func (h *hunter) narrow(ctx context.Context, phase string, c *Candidate, thresho
 			if t := tried[parent]; t != nil {
 				pc = t
 			}
+			tries++
 			m := h.measure(ctx, phase, fmt.Sprintf("%s, step %d's window narrowed to %s", pc.ID, k+1, p), withWindow(pc.Schedules, k, p), h.o.PerCandidate)
 			if m == nil {
 				return campaign.Rate{}, false, false
@@ -280,7 +282,9 @@ func (h *hunter) narrow(ctx context.Context, phase string, c *Candidate, thresho
 		} else {
 			cur = start
 		}
-		h.logf("%s: step %d's window is %s (%s)", phase, k+1, w, cur.Rate)
+		if tries > 0 {
+			h.logf("%s: step %d's window is %s (%s)", phase, k+1, w, cur.Rate)
+		}
 	}
 	return cur
 }
