@@ -443,10 +443,12 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 					for _, e := range queue {
 						if m, ok := mergeWindows(e.schedules, w); e.windowed && ok {
 							e.schedules, e.run, merged = m, e.run+","+run.RunID, true
+							h.logf("explore: run %s hit with %s: its windows join another hit's: %s", run.RunID, describe(sc), describe(m))
 							break
 						}
 					}
 					if !merged {
+						h.logf("explore: run %s hit with %s: aiming at %s", run.RunID, describe(sc), describe(w))
 						queue = append(queue, &explored{run: run.RunID, schedules: w, checks: run.HitChecks, windowed: true})
 					}
 					continue
