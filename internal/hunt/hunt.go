@@ -809,26 +809,27 @@ func stepNames(steps []flatStep, chunk []int) string {
 // a schedule that only looked good is not emitted.
 func (h *hunter) confirm(ctx context.Context, c *Candidate) *Candidate {
 	h.confirming = true
-	if ctx.Err() != nil {
-		return c
-	}
+	// What is emitted is a plain experiment: each window pinned to its
+	// middle, the delay the narrowing converged on. Unmeasured (an
+	// interrupt, no budget left), the candidate with its middles is.
+	unmeasured := c
 	sc := c.Schedules
 	if hasWindow(sc) {
-		// What is emitted is a plain experiment: each window's middle,
-		// the delay the narrowing converged on.
 		sc = centres(sc)
+		cc := *c
+		cc.Schedules = sc
+		unmeasured = &cc
+	}
+	if ctx.Err() != nil {
+		return unmeasured
+	}
+	if hasWindow(c.Schedules) {
 		h.logf("confirm: %s with each window pinned to its middle: %s", c.ID, describe(sc))
 	}
 	h.logf("confirm: %s on %d fresh runs", c.ID, h.o.Confirm)
 	m := h.measure(ctx, "confirm", c.ID, sc, h.o.Confirm)
 	if m == nil || m.Rate.Of == 0 {
-		if hasWindow(c.Schedules) {
-			// Unmeasured, but what would be emitted: the middles.
-			cc := *c
-			cc.Schedules = sc
-			return &cc
-		}
-		return c
+		return unmeasured
 	}
 	if m.Rate.P() < h.o.Threshold {
 		h.logf("confirm: %s hit %s on fresh runs, below the threshold %s: not a reproducer", c.ID, m.Rate, stats.Percent(h.o.Threshold))

@@ -1,9 +1,11 @@
 package hunt
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chaos-harness/chaos/internal/campaign"
 	"github.com/chaos-harness/chaos/internal/experiment"
@@ -226,5 +228,19 @@ func TestInsideAMeasuredWindow(t *testing.T) {
 		if got := inside([]*Candidate{win}, tc.sc); got != tc.want {
 			t.Errorf("inside(%v) = %q, want %q", tc.sc, got, tc.want)
 		}
+	}
+}
+
+// TestConfirmInterruptedPinsTheMiddles: a hunt stopped before its
+// confirming runs still emits a plain experiment, so the windowed
+// candidate it hands on has each window pinned to its middle.
+func TestConfirmInterruptedPinsTheMiddles(t *testing.T) {
+	h := &hunter{f: &File{}, now: time.Now, start: time.Now()}
+	c := &Candidate{ID: "c3", Schedules: []experiment.Schedule{{Node: "n", Signal: "s", Steps: []experiment.ScheduleStep{{Gap: ms(10), Max: ms(30), Operation: "k"}}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got := h.confirm(ctx, c)
+	if got == nil || hasWindow(got.Schedules) || got.Schedules[0].Steps[0].Gap != ms(20) || !hasWindow(c.Schedules) {
+		t.Errorf("confirm (interrupted) = %+v, want c3 with its window pinned to 20ms (and c3 left alone)", got)
 	}
 }
