@@ -48,7 +48,7 @@ func (h *hunter) generateAt(path string) *experiment.Generate {
 // step is aimed at a signal.
 func (h *hunter) aimWindows(sc []experiment.Schedule) ([]experiment.Schedule, bool) {
 	out := clone(sc)
-	any := false
+	windowed := false
 	for i := range out {
 		g := h.generateAt(out[i].Node)
 		if out[i].Signal == "" || g == nil {
@@ -61,10 +61,10 @@ func (h *hunter) aimWindows(sc []experiment.Schedule) ([]experiment.Schedule, bo
 		for j := range out[i].Steps {
 			st := &out[i].Steps[j]
 			st.Gap, st.Max = max(g.Gap.Min, st.Gap-pad), min(g.Gap.Max, st.Gap+pad)
-			any = true
+			windowed = true
 		}
 	}
-	return out, any
+	return out, windowed
 }
 
 // minWidth is the narrowest window narrowing makes for a step of the
