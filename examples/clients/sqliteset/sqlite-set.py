@@ -7,10 +7,18 @@
 Each operation is logged to $CHAOS_HISTORY (docs/checkers.md): an add is
 "ok" once COMMIT returned, "info" when COMMIT failed (SQLite may or may not
 have kept it), "fail" when the INSERT itself failed before the commit.
-The writer ends without closing its connection, as a crash would, so the
-reader recovers the database from what its files hold, as after a power
-loss. The writer stops when the flow asks ($CHAOS_EXPERIMENT_WORKLOAD_
-INSTANCE_OUTPUT_DIR/.chaos/stop) or after SECONDS.
+The writer prints "acked 10" once ten adds were acknowledged (the
+experiments' ready marker: the fault comes after it, so there is always
+something acknowledged for it to take). SQLite's automatic checkpoints are
+off: the writer checkpoints once, when the flow asks it to stop (as a
+shutdown would), then ends without closing its connection, as a crash
+would, so the reader recovers the database from what its files hold, as
+after a power loss. (With automatic checkpoints a fault that began just
+after one found the WAL to be restarted, so every commit under it failed
+syncing the new WAL header and nothing acknowledged was at risk: the
+planted weakness passed, about one run in three.) The writer stops when
+the flow asks ($CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR/.chaos/stop)
+or after SECONDS.
 """
 import json
 import os
@@ -34,11 +42,16 @@ def add(db, sync, seconds):
     con = sqlite3.connect(db, isolation_level=None, timeout=10)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=" + sync)
-    # Checkpoints, which fsync the WAL, come every 20 pages or so.
-    con.execute("PRAGMA wal_autocheckpoint=20")
+    # No automatic checkpoint: the one at the stop is the WAL's sync
+    # (with synchronous=NORMAL, the only one after the WAL's header).
+    con.execute("PRAGMA wal_autocheckpoint=0")
     con.execute("CREATE TABLE IF NOT EXISTS s(v INTEGER PRIMARY KEY)")
+    # The table itself is made durable before the first add, so a lost
+    # write-back takes adds, not the table.
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     end = time.time() + seconds
     v = proc * 1000000
+    acked = 0
     while time.time() < end and not os.path.exists(stop):
         v += 1
         log("invoke", "add", v)
@@ -55,6 +68,9 @@ def add(db, sync, seconds):
         try:
             con.execute("COMMIT")
             log("ok", "add", v)
+            acked += 1
+            if acked == 10:
+                print("acked 10", flush=True)
         except sqlite3.Error as e:
             log("info", "add", v, str(e))
             try:
@@ -62,8 +78,14 @@ def add(db, sync, seconds):
             except sqlite3.Error:
                 pass
         time.sleep(0.005)
+    try:
+        con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        print("checkpointed", flush=True)
+    except sqlite3.Error as e:
+        print("checkpoint failed:", e, flush=True)
     hist.flush()
-    # No close: a clean close would checkpoint; a crash does not.
+    # No close: a clean close would checkpoint again and remove the WAL; a
+    # crash does neither.
     os._exit(0)
 
 
