@@ -580,7 +580,38 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 			}
 		}
 	}
+	if n.IsRoot() {
+		if errno := n.l.chownRoot(in); errno != 0 {
+			return errno
+		}
+	}
 	return n.LoopbackNode.Setattr(ctx, f, in, out)
+}
+
+// chownRoot does a chown of the layer's own directory through the
+// descriptor under it, and takes the owner out of in. The loopback's
+// chown does not follow the last symlink of a path, and the root's path
+// is /proc/self/fd/N, itself a symlink: its chown succeeded and changed
+// nothing (a PostgreSQL data directory under a layer stayed root's, and
+// initdb refused it).
+func (l *Layer) chownRoot(in *fuse.SetAttrIn) syscall.Errno {
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if !uok && !gok {
+		return 0
+	}
+	u, g := -1, -1
+	if uok {
+		u = int(uid)
+	}
+	if gok {
+		g = int(gid)
+	}
+	if err := unix.Fchown(int(l.under.Fd()), u, g); err != nil {
+		return fs.ToErrno(err)
+	}
+	in.Valid &^= fuse.FATTR_UID | fuse.FATTR_GID
+	return 0
 }
 
 // file is an open file whose reads, writes and fsyncs pass the layer's

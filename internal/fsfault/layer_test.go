@@ -96,6 +96,29 @@ mkdir d; echo hello > d/a; mv d/a d/b; cat d/b; ln -s b d/c; cat d/c; ls d | tr 
 	}
 }
 
+// TestChownThroughTheLayer: a chown of the layer's own directory (as a
+// start hook gives a data directory to the user a database runs as) and of
+// a file under it reaches the directory under the layer. The directory's
+// chown used to succeed and change nothing.
+func TestChownThroughTheLayer(t *testing.T) {
+	l, _ := mountForTest(t)
+	out, err := sh(t, l.Dir(), `set -e
+touch f; chown 65534:65534 . f; stat -c '%u:%g' . f | tr '\n' ' '`)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out != "65534:65534 65534:65534 " {
+		t.Fatalf("owners seen through the layer after chown: %q", out)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(l.under.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 65534 || st.Gid != 65534 {
+		t.Fatalf("the directory under the layer is owned by %d:%d, want 65534:65534", st.Uid, st.Gid)
+	}
+}
+
 func TestErrorsSeenByAProgram(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
