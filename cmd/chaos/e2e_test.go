@@ -99,15 +99,24 @@ func haveClockFaults() (bool, error) {
 	return true, nil
 }
 
-// haveSQLiteFS reports whether the file-system examples can run here: as
-// root, with /dev/fuse and Python's sqlite3; like haveRedis, not in CI.
-func haveSQLiteFS() (bool, error) {
+// haveFUSE reports whether the file-system layer can be mounted here: as
+// root, with /dev/fuse; like haveRedis, not in CI.
+func haveFUSE() (bool, error) {
 	_, err := os.Stat("/dev/fuse")
 	if os.Geteuid() != 0 || err != nil {
 		if os.Getenv("CI") != "" {
 			return false, errors.New("the file-system layer needs root and /dev/fuse, and CI is set")
 		}
 		return false, nil
+	}
+	return true, nil
+}
+
+// haveSQLiteFS reports whether the SQLite file-system examples can run
+// here: the layer, and Python's sqlite3; like haveRedis, not in CI.
+func haveSQLiteFS() (bool, error) {
+	if ok, err := haveFUSE(); !ok {
+		return false, err
 	}
 	if ok, err := haveTools("python3"); !ok {
 		return false, err
@@ -148,8 +157,10 @@ func haveSQLiteFS() (bool, error) {
 // Condition [etcd]: etcd and etcdctl are installed (likewise).
 // Condition [postgres]: Debian's PostgreSQL server, its postgres user and
 // runuser are there (likewise).
+// Condition [fuse]: root and /dev/fuse, for the file-system layer
+// (likewise).
 // Condition [sqlitefs]: root, /dev/fuse and python3 with sqlite3 (the
-// file-system examples; likewise).
+// SQLite file-system examples; likewise).
 // Condition [netns]: the network faults can run: root, and nsenter, nft,
 // tc, iptables-restore, busybox and curl (likewise).
 // Condition [clock]: the clock faults can run: root (ptrace) (likewise).
@@ -184,6 +195,8 @@ func TestScripts(t *testing.T) {
 				return haveNetworkFaults()
 			case "clock":
 				return haveClockFaults()
+			case "fuse":
+				return haveFUSE()
 			case "sqlitefs":
 				return haveSQLiteFS()
 			}

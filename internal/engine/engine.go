@@ -123,6 +123,9 @@ type engine struct {
 	fsJ    *fsfault.Journal
 	fsLog  *fsfault.Log
 	layers map[string]*fsfault.Layer
+	// fsMade maps a layer's directory the run made to the topmost
+	// directory it made for it, removed once empty after the unmount.
+	fsMade map[string]string
 
 	// be makes the instances; opened holds every backend opened for the
 	// run, by name, in the order they were opened.

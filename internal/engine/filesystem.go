@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -51,12 +52,14 @@ func (e *engine) mountLayers() bool {
 	e.fsJ = fsfault.NewJournal("", e.runID)
 	e.fsLog = fsfault.NewLog(e.dir.SystemDir(), e.rec.Start())
 	e.layers = map[string]*fsfault.Layer{}
+	e.fsMade = map[string]string{}
 	for _, d := range dirs {
 		host, made, err := d, false, error(nil)
 		if len(binds[d]) > 0 {
 			host, err = os.MkdirTemp("", fsfault.FsName(e.runID)+"-")
 			made = true
 		} else if _, err = os.Stat(d); os.IsNotExist(err) {
+			e.fsMade[d] = topMissing(d)
 			made, err = true, os.MkdirAll(d, 0o755)
 		}
 		if err != nil {
@@ -98,8 +101,13 @@ func (e *engine) unmountLayers(record bool) {
 			}
 			continue
 		}
+		removed := removeMade(d, e.fsMade[d])
 		if record {
-			e.rec.Record("fs.layer.unmounted", rundir.F("path", d))
+			fields := []rundir.Field{rundir.F("path", d)}
+			if removed != "" {
+				fields = append(fields, rundir.F("removed", removed))
+			}
+			e.rec.Record("fs.layer.unmounted", fields...)
 		}
 	}
 	if e.fsLog != nil {
@@ -116,4 +124,37 @@ func (e *engine) fsLayer(o *experiment.Operation) (*fsfault.Layer, error) {
 		return nil, fmt.Errorf("no file-system layer is mounted over %s", e.fsPath(o))
 	}
 	return l, nil
+}
+
+// topMissing is the topmost directory of d's path that does not exist:
+// what MkdirAll(d) makes.
+func topMissing(d string) string {
+	top := d
+	for p := filepath.Dir(d); p != top; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			break
+		}
+		top = p
+	}
+	return top
+}
+
+// removeMade removes the directories the run made for a layer, from d up
+// to top, while they are empty (what the target left in them stays), and
+// returns the topmost it removed ("" for none, or when the run made none).
+func removeMade(d, top string) string {
+	if top == "" {
+		return ""
+	}
+	removed := ""
+	for p := d; ; p = filepath.Dir(p) {
+		if os.Remove(p) != nil {
+			break
+		}
+		removed = p
+		if p == top {
+			break
+		}
+	}
+	return removed
 }

@@ -189,10 +189,14 @@ func flags(name string, args []string, limit time.Duration) (*common, *flag.Flag
 }
 
 // cmdAdd adds elements index*1e6+1, +2, ... until the stop file appears,
-// -max elements were acknowledged, or -for has passed.
+// -max elements were acknowledged, or -for has passed. With -say N it
+// prints "acked N" once N were acknowledged: a workload's ready line, so a
+// fault can be aimed at a moment when there is something acknowledged to
+// lose.
 func cmdAdd(args []string) error {
 	c, fs := flags("add", args, 60*time.Second)
 	max := fs.Int("max", 0, "stop after this many acknowledged adds (0: no limit)")
+	say := fs.Int("say", 0, `print "acked N" once this many adds were acknowledged (0: never)`)
 	fs.Parse(args)
 	addr, err := resolveAddr(c.addr)
 	if err != nil {
@@ -224,6 +228,9 @@ func cmdAdd(args []string) error {
 		case err == nil:
 			ok++
 			h.log("ok", "add", elem, "")
+			if ok == *say {
+				fmt.Printf("acked %d\n", ok)
+			}
 		case isDefinite(err):
 			fail++
 			h.log("fail", "add", elem, err.Error())
