@@ -7,6 +7,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/cli"
 	"github.com/chaos-harness/chaos/internal/fault"
+	"github.com/chaos-harness/chaos/internal/fsfault"
 	"github.com/chaos-harness/chaos/internal/sigcatch"
 	"github.com/chaos-harness/chaos/internal/startheap"
 )
@@ -29,6 +30,14 @@ func run() int {
 	// target's cgroup: it does its work and nothing else of the CLI.
 	if len(os.Args) > 1 && os.Args[1] == fault.StressCommand {
 		return fault.StressMain(os.Args[2:])
+	}
+	// A file-system layer's helper is this binary too: it serves the
+	// layer, so that the harness never serves a mount it forks under.
+	if len(os.Args) > 1 && os.Args[1] == fsfault.ServeCommand {
+		return fsfault.ServeMain(os.Args[2:])
+	}
+	if exe, err := os.Executable(); err == nil {
+		fsfault.Helper = exe
 	}
 	dir, err := os.Getwd()
 	if err != nil {

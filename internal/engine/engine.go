@@ -122,7 +122,7 @@ type engine struct {
 	// of layers; fsLog records what they inject (filesystem.go).
 	fsJ    *fsfault.Journal
 	fsLog  *fsfault.Log
-	layers map[string]*fsfault.Layer
+	layers map[string]fsfault.Served
 	// fsMade maps a layer's directory the run made to the topmost
 	// directory it made for it, removed once empty after the unmount.
 	fsMade map[string]string

@@ -51,7 +51,7 @@ func (e *engine) mountLayers() bool {
 	}
 	e.fsJ = fsfault.NewJournal("", e.runID)
 	e.fsLog = fsfault.NewLog(e.dir.SystemDir(), e.rec.Start())
-	e.layers = map[string]*fsfault.Layer{}
+	e.layers = map[string]fsfault.Served{}
 	e.fsMade = map[string]string{}
 	for _, d := range dirs {
 		host, made, err := d, false, error(nil)
@@ -118,7 +118,7 @@ func (e *engine) unmountLayers(record bool) {
 }
 
 // fsLayer is the layer a file-system fault acts through.
-func (e *engine) fsLayer(o *experiment.Operation) (*fsfault.Layer, error) {
+func (e *engine) fsLayer(o *experiment.Operation) (fsfault.Served, error) {
 	l := e.layers[e.fsPath(o)]
 	if l == nil {
 		return nil, fmt.Errorf("no file-system layer is mounted over %s", e.fsPath(o))

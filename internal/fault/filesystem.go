@@ -15,7 +15,7 @@ import (
 // over its directory before the target started, the log its injections
 // go to, and the seed of its draws.
 type FSOp struct {
-	Layer *fsfault.Layer
+	Layer fsfault.Served
 	Log   *fsfault.Log
 	Spec  *experiment.FS
 	Seed  uint64
@@ -41,7 +41,10 @@ func applyFS(ctx context.Context, env Env, op Op, h backend.Handle) error {
 			r.Errno = e
 		}
 	}
-	remove := op.FS.Layer.Add(r)
+	remove, err := op.FS.Layer.Hold(r)
+	if err != nil {
+		return err
+	}
 	fields := []rundir.Field{rundir.F("operation", op.Operation), rundir.F("uses", op.Fault), rundir.F("run", op.Run), rundir.F("path", op.FS.Layer.Dir())}
 	if r.Errno != 0 {
 		fields = append(fields, rundir.F("errno", fsfault.ErrnoName(r.Errno)))

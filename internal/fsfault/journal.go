@@ -68,14 +68,21 @@ func NewJournal(stateDir, runID string) *Journal {
 // FsName is the source the run's layers are mounted with.
 func FsName(runID string) string { return "chaos-" + cgroup.SafeName(runID, 200) }
 
-// Mount journals a layer over dir, then mounts it. With remove, dir is
-// the harness's own, removed with what it holds once unmounted.
-func (j *Journal) Mount(dir string, opts Options, remove bool) (*Layer, error) {
+// Mount journals a layer over dir, then mounts it: served by a helper
+// process when Helper is set, else by this one. With remove, dir is the
+// harness's own, removed with what it holds once unmounted.
+func (j *Journal) Mount(dir string, opts Options, remove bool) (Served, error) {
 	opts.FsName = FsName(j.runID)
 	if err := j.write(MountEntry{Event: "mount", Dir: dir, FsName: opts.FsName, Remove: remove}); err != nil {
 		return nil, fmt.Errorf("the journal chaos cleanup reads: %w", err)
 	}
-	l, err := Mount(dir, opts)
+	var l Served
+	var err error
+	if Helper != "" {
+		l, err = MountRemote(Helper, dir, opts)
+	} else {
+		l, err = Mount(dir, opts)
+	}
 	if err != nil {
 		_ = j.write(MountEntry{Event: "unmounted", Dir: dir})
 		return nil, err
@@ -85,7 +92,7 @@ func (j *Journal) Mount(dir string, opts Options, remove bool) (*Layer, error) {
 
 // Unmount unmounts l and journals it; the journal goes with the last
 // layer.
-func (j *Journal) Unmount(l *Layer) error {
+func (j *Journal) Unmount(l Served) error {
 	if err := l.Unmount(); err != nil {
 		return err
 	}

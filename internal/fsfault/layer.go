@@ -32,7 +32,7 @@ type Options struct {
 	// globs name paths under it. "" is the mount's directory.
 	Shown string
 	// Record is told each injection; nil records none.
-	Record func(Injection)
+	Record func(Injection) `json:"-"`
 	// Track keeps, from the mount on, what undoes each file's writes
 	// since its last good fsync, so an fsync-fail drops all of it, not
 	// only what was written since the fault began. Without it the

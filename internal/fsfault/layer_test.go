@@ -16,18 +16,7 @@ import (
 // the injections it records; it is unmounted when the test ends.
 func mountForTest(t *testing.T) (*Layer, func() []Injection) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the file-system layer needs root to mount FUSE")
-		}
-		t.Skip("needs root to mount FUSE")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no /dev/fuse: %v", err)
-		}
-		t.Skip("no /dev/fuse")
-	}
+	needFUSE(t)
 	dir := t.TempDir()
 	var mu sync.Mutex
 	var got []Injection
@@ -48,6 +37,24 @@ func mountForTest(t *testing.T) (*Layer, func() []Injection) {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]Injection(nil), got...)
+	}
+}
+
+// needFUSE skips a test that mounts a layer where it cannot (fails it
+// under CI).
+func needFUSE(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the file-system layer needs root to mount FUSE")
+		}
+		t.Skip("needs root to mount FUSE")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no /dev/fuse: %v", err)
+		}
+		t.Skip("no /dev/fuse")
 	}
 }
 
