@@ -178,15 +178,23 @@ func MountRemote(helper, dir string, opts Options) (*Remote, error) {
 	return r, nil
 }
 
+// lockedWriter keeps the first maxHelperStderr bytes the helper writes
+// to its stderr, for errors; the rest is dropped (a long run must not
+// grow it without bound).
 type lockedWriter struct {
-	w  io.Writer
+	w  *bytes.Buffer
 	mu *sync.Mutex
 }
+
+const maxHelperStderr = 64 << 10
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.w.Write(p)
+	if room := maxHelperStderr - l.w.Len(); room > 0 {
+		l.w.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }
 
 // read hands the helper's injections to record and its answers to who
