@@ -104,7 +104,10 @@ func (e *engine) applyOperation(ctx context.Context, o *experiment.Operation) er
 		if err != nil {
 			return fmt.Errorf("operation %s: %w", o.Name, err)
 		}
-		ops[0].FS = &fault.FSOp{Layer: l, Log: e.fsLog, Spec: o.FS, Seed: rng.Uint64()}
+		// files, like path, may name the run ($CHAOS_RUN_ID).
+		spec := *o.FS
+		spec.Files = e.expand(spec.Files)
+		ops[0].FS = &fault.FSOp{Layer: l, Log: e.fsLog, Spec: &spec, Seed: rng.Uint64()}
 		victims, ops, jitters = victims[:1], ops[:1], jitters[:1]
 	}
 	var wg sync.WaitGroup
