@@ -65,7 +65,7 @@ func ErrnoByName(name string) (syscall.Errno, error) {
 type FS struct {
 	Pos     manifest.Pos `yaml:"-" json:"-"`
 	Path    string       `yaml:"path" json:"path" jsonschema_description:"The directory the layer is mounted over, absolute, as the target sees it; $VARS of the run are expanded. The harness mounts it before the target starts."`
-	Files   string       `yaml:"files" json:"files,omitempty" jsonschema_description:"A glob of the files hit: without a slash matched against a file's name (*.db), with one against its whole path. Default: every file under path."`
+	Files   string       `yaml:"files" json:"files,omitempty" jsonschema_description:"A glob of the files hit: without a slash matched against a file's name (*.db), with one against its whole path; $VARS of the run are expanded. Default: every file under path."`
 	Ops     []string     `yaml:"ops" json:"ops,omitempty" jsonschema_description:"The operations hit: open, create, read, write, fsync, flush, rename, unlink, mkdir, rmdir, truncate, getattr, readdir, link, symlink, mknod, readlink. Default: every one the fault acts on."`
 	Percent float64      `yaml:"percent" json:"percent,omitempty" jsonschema_description:"The share of matching operations hit, drawn from the run's seed (default 100)."`
 	Errno   string       `yaml:"errno" json:"errno,omitempty" jsonschema_description:"fs-error: the errno returned, by name: EIO (default), ENOSPC, EROFS, EACCES, any errno."`
