@@ -160,6 +160,28 @@ func TestFSFaultsSeenByAProgram(t *testing.T) {
 	}
 }
 
+// layerHelpers are the command lines of the processes serving run
+// runID's layers (chaos __fs-layer DIR OPTIONS, OPTIONS naming the run).
+func layerHelpers(t *testing.T, runID string) []string {
+	t.Helper()
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 3 && args[1] == fsfault.ServeCommand && strings.Contains(args[3], fsfault.FsName(runID)) {
+			out = append(out, strings.Join(args, " "))
+		}
+	}
+	return out
+}
+
 // fsHeldExperiment holds an fs-error to the end of the flow while a
 // program keeps a file of the layer open.
 const fsHeldExperiment = `apiVersion: chaos/v1alpha1
@@ -210,6 +232,9 @@ func TestFSLayerCleanedUpAfterSIGKILL(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(data, "under")); err == nil {
 		t.Fatal("a read under the held fs-error passed")
 	}
+	if h := layerHelpers(t, runID); len(h) != 1 {
+		t.Fatalf("while the fault is held, the run's layer helpers are %q, want one", h)
+	}
 	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +242,17 @@ func TestFSLayerCleanedUpAfterSIGKILL(t *testing.T) {
 	if len(runLayers(t, runID)) != 1 {
 		t.Fatalf("after the SIGKILL mountinfo shows %q", runLayers(t, runID))
 	}
-	// No one serves the layer now, and no one holds its connection: a
-	// program under it gets ENOTCONN at once, it does not hang.
+	// The layer's helper sees the harness go by the end of its stdin and
+	// exits: no one serves the layer now, and no one holds its
+	// connection, so a program under it gets ENOTCONN, it does not hang.
+	// (A read in the helper's last moments still gets the held EIO.)
+	helperGone := time.Now().Add(10 * time.Second)
+	for len(layerHelpers(t, runID)) > 0 {
+		if time.Now().After(helperGone) {
+			t.Fatalf("the layer's helper outlived the harness by 10s: %q", layerHelpers(t, runID))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	read := make(chan error, 1)
 	go func() { _, err := os.ReadFile(filepath.Join(data, "under")); read <- err }()
 	select {
