@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The project's own single-node Kubernetes test cluster: a real kube-apiserver,
-# kube-controller-manager, kube-scheduler and kubelet (v1.37, built from the Go
-# module in this folder), etcd, and a private containerd with Debian's runc and
-# CNI plugins. No registry: the images are written here and imported.
+# The project's own Kubernetes test cluster: a real kube-apiserver,
+# kube-controller-manager, kube-scheduler (v1.37, built from the Go module in
+# this folder) and etcd, and CHAOS_K8S_NODES real nodes (default 2), each a
+# kubelet with a private containerd (Debian's runc and CNI plugins) of its own,
+# all on this one machine. No registry: the images are written here and
+# imported into every node.
 #
 #   cluster.sh build         build (or find cached) binaries
 #   cluster.sh up            start the cluster (reuses a healthy one)
@@ -12,6 +14,7 @@
 #   cluster.sh verify-clean  compare the host with its state before `up`
 #   cluster.sh build-kwok    build (or find cached) kwok
 #   cluster.sh kwok [N]      start kwok against the cluster with N fake nodes
+#   cluster.sh import TAR    import an image archive into every node's containerd
 #
 # docs/test-cluster.md has the details. Run as root.
 set -euo pipefail
@@ -27,10 +30,18 @@ NODE=chaos-k8s
 [ "$NAME" = default ] || NODE=chaos-k8s-$NAME
 POD_CIDR=${CHAOS_K8S_POD_CIDR:-10.244.0.0/24}
 BRIDGE=cni-chaos0
+# Nodes 2..N are $NODE-<i>, with their state in $S/node<i>, a bridge
+# cni-chaos<i-1>, the next /24 after POD_CIDR's, and a kubelet whose pods live
+# under the cgroup kubepods-node<i>/kubepods. They carry the taint
+# EXTRA_TAINT, so only a pod that tolerates it runs there.
+NODES=${CHAOS_K8S_NODES:-2}
+[[ $NODES =~ ^[1-9]$ ]] || { echo "cluster.sh: CHAOS_K8S_NODES must be 1 to 9, not $NODES" >&2; exit 1; }
+EXTRA_TAINT=chaos-k8s.io/extra-node
 # One cluster per host: kubelet's kubepods cgroups, /var/lib/kubelet/device-plugins
 # and the sysctls it sets are host-wide.
 HOST_LOCK=${CHAOS_K8S_LOCK:-/var/tmp/chaos-k8s.lock}
 DAEMONS=(containerd etcd kube-apiserver kubelet kube-scheduler kube-controller-manager)
+for ((i = 2; i <= NODES; i++)); do DAEMONS+=("containerd-$i" "kubelet-$i"); done
 # sysctls kubelet (protectKernelDefaults=false) and the CNI bridge plugin set
 SAVED_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
@@ -250,12 +261,46 @@ contexts:
 current-context: chaos-k8s
 EOF
 }
+# node i's name, state dir, config dir, bridge and pod CIDR (node 1 keeps
+# the paths of the single-node cluster this was)
+node_name() { if (($1 == 1)); then echo "$NODE"; else echo "$NODE-$1"; fi; }
+node_base() { if (($1 == 1)); then echo "$S"; else echo "$S/node$1"; fi; }
+node_conf() { if (($1 == 1)); then echo "$S/conf"; else echo "$S/conf/node$1"; fi; }
+node_bridge() { echo "cni-chaos$(($1 - 1))"; }
+node_cidr() { local a b c _; IFS=./ read -r a b c _ <<< "$POD_CIDR"; echo "$a.$b.$((c + $1 - 1)).0/24"; }
+# every node's pods, for the route each pod gets to the others through its bridge
+pods_net() { local a b _; IFS=./ read -r a b _ <<< "$POD_CIDR"; echo "$a.$b.0.0/16"; }
+node_sock() { echo "$(node_base "$1")/containerd/containerd.sock"; }
+kubelet_user() { if (($1 == 1)); then echo kubelet; else echo "kubelet-$1"; fi; }
+# every node's name, and its containerd's address
+node_names() { local i; for ((i = 1; i <= NODES; i++)); do node_name "$i"; done; }
+node_socks() { local i; for ((i = 1; i <= NODES; i++)); do node_sock "$i"; done; }
+
 write_config() { # uses the port and NODE_IP variables
-  local c=$S/conf
-  mkdir -p "$c/cni"
+  local i
   kubeconfig admin "$(awk -F, '$3=="admin"{print $1}' "$S/pki/tokens.csv")" "$P_API" > "$S/kubeconfig"
-  kubeconfig kubelet "$(awk -F, '$3=="kubelet"{print $1}' "$S/pki/tokens.csv")" "$P_API" > "$c/kubelet.kubeconfig"
-  chmod 600 "$S/kubeconfig" "$c/kubelet.kubeconfig"
+  chmod 600 "$S/kubeconfig"
+  for ((i = 1; i <= NODES; i++)); do write_node_config "$i"; done
+}
+write_node_config() { # i
+  local i=$1 c b name bridge cidr kport khport u cgroot=""
+  c=$(node_conf "$i") b=$(node_base "$i") name=$(node_name "$i") bridge=$(node_bridge "$i") cidr=$(node_cidr "$i") u=$(kubelet_user "$i")
+  kport=$P_KUBELET khport=$P_KUBELET_HEALTHZ
+  if ((i > 1)); then
+    eval "kport=\$P_KUBELET_$i khport=\$P_KUBELET_HEALTHZ_$i"
+    # two kubelets on one machine cannot share the kubepods cgroup; only the
+    # pods that ask for another node (a toleration) run there
+    cgroot="cgroupRoot: /kubepods-node$i
+registerWithTaints:
+- {key: $EXTRA_TAINT, value: \"true\", effect: NoSchedule}"
+  fi
+  mkdir -p "$c/cni"
+  # each node its own identity: the NodeRestriction admission plugin lets
+  # system:node:<name> change only its own node
+  grep -q ",$u," "$S/pki/tokens.csv" ||
+    printf '%s,system:node:%s,%s,system:masters\n' "$(openssl rand -hex 16)" "$name" "$u" >> "$S/pki/tokens.csv"
+  kubeconfig "$u" "$(awk -F, -v u="$u" '$3==u{print $1}' "$S/pki/tokens.csv")" "$P_API" > "$c/kubelet.kubeconfig"
+  chmod 600 "$c/kubelet.kubeconfig"
   cat > "$c/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -265,14 +310,15 @@ kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
 failSwapOn: false
-containerRuntimeEndpoint: unix://$S/containerd/containerd.sock
-imageServiceEndpoint: unix://$S/containerd/containerd.sock
+containerRuntimeEndpoint: unix://$b/containerd/containerd.sock
+imageServiceEndpoint: unix://$b/containerd/containerd.sock
+$cgroot
 # kubelet refuses a loopback node IP; ports are the free ones up chose
 address: $NODE_IP
-port: $P_KUBELET
+port: $kport
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: $P_KUBELET_HEALTHZ
+healthzPort: $khport
 # only the apiserver (client cert from our CA) may call kubelet's API
 authentication:
   anonymous: {enabled: false}
@@ -280,7 +326,7 @@ authentication:
   x509: {clientCAFile: $S/pki/ca.crt}
 authorization:
   mode: AlwaysAllow
-podLogsDir: $S/pod-logs
+podLogsDir: $b/pod-logs
 # imported images can never be pulled again: never garbage-collect them
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -299,12 +345,12 @@ EOF
 # A private containerd for the test cluster; Docker's containerd (CRI
 # disabled) is left alone.
 version = 2
-root = "$S/containerd/root"
-state = "$S/containerd/state"
+root = "$b/containerd/root"
+state = "$b/containerd/state"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.internal.v1.opt", "io.containerd.tracing.processor.v1.otlp"]
 
 [grpc]
-  address = "$S/containerd/containerd.sock"
+  address = "$b/containerd/containerd.sock"
 [ttrpc]
   address = ""
 [debug]
@@ -332,7 +378,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         BinaryName = "$(command -v runc)"
-        Root = "$S/containerd/runc"
+        Root = "$b/containerd/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$c/cni"
@@ -349,14 +395,15 @@ EOF
   "plugins": [
     {
       "type": "bridge",
-      "bridge": "$BRIDGE",
+      "bridge": "$bridge",
       "isGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "$POD_CIDR"}]],
-        "dataDir": "$S/cni/ipam"
+        "ranges": [[{"subnet": "$cidr"}]],
+        "routes": [{"dst": "$(pods_net)"}],
+        "dataDir": "$b/cni/ipam"
       }
     },
     {"type": "firewall", "backend": "iptables"}
@@ -439,13 +486,36 @@ healthy() {
   . "$S/ports.env"
   curl -sf --max-time 5 --cacert "$S/pki/ca.crt" -H "Authorization: Bearer $(awk -F, '$3=="admin"{print $1}' "$S/pki/tokens.csv")" \
     "https://127.0.0.1:$P_API/readyz" >/dev/null || return 1
-  [ "$(kctl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+  local n
+  for n in $(node_names); do
+    [ "$(kctl get node "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ] || return 1
+  done
 }
 node_ready_untainted() {
   local out
   out=$(kctl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}|{.spec.taints}') || return 1
   [ "$out" = "True|" ]
 }
+extra_node_ready() { # name: Ready, and the only taint is EXTRA_TAINT
+  local out
+  out=$(kctl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}|{.spec.taints[*].key}') || return 1
+  [ "$out" = "True|$EXTRA_TAINT" ]
+}
+# make_cgroup_root name: the group a second kubelet puts its pods under, in
+# every hierarchy (kubelet wants it to exist); v1's cpuset needs cpus and
+# mems before anything can join below it
+make_cgroup_root() {
+  local m
+  for m in $(cgroup_mounts); do
+    mkdir -p "$m/$1"
+    if [ -f "$m/$1/cpuset.cpus" ]; then
+      [ -n "$(cat "$m/$1/cpuset.cpus")" ] || cat "$m/cpuset.cpus" > "$m/$1/cpuset.cpus"
+      [ -n "$(cat "$m/$1/cpuset.mems")" ] || cat "$m/cpuset.mems" > "$m/$1/cpuset.mems"
+    fi
+  done
+}
+# the nodes up made on this state dir (whatever CHAOS_K8S_NODES says now)
+made_nodes() { local d; echo 1; for d in "$S"/node[0-9]; do [ -d "$d" ] && echo "${d##*/node}"; done; }
 any_running() { local d; for d in "${DAEMONS[@]}"; do pid_of "$d" >/dev/null && return 0; done; return 1; }
 
 cmd_up() {
@@ -459,8 +529,11 @@ cmd_up() {
   for c in containerd ctr runc iptables nft ip python3 openssl curl setsid flock; do command -v "$c" >/dev/null || die "$c is missing (scripts/test.sh installs the Debian packages)"; done
   [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/firewall ] && [ -x /usr/lib/cni/host-local ] ||
     die "CNI plugins missing: apt-get install containernetworking-plugins"
-  for c in $(cgroup_mounts); do [ -e "$c/kubepods" ] && die "$c/kubepods exists: another kubelet runs on this host, or one left it; not starting"; done
-  ip -o link show "$BRIDGE" >/dev/null 2>&1 && die "interface $BRIDGE exists: another test cluster runs, or one left it"
+  for c in $(cgroup_mounts); do for i in "$c"/kubepods "$c"/kubepods-node*; do [ -e "$i" ] && die "$i exists: another kubelet runs on this host, or one left it; not starting"; done; done
+  for ((i = 1; i <= NODES; i++)); do
+    c=$(node_bridge "$i")
+    ip -o link show "$c" >/dev/null 2>&1 && die "interface $c exists: another test cluster runs, or one left it"
+  done
   cmd_build
   image_refs
   T0=$EPOCHREALTIME
@@ -474,14 +547,22 @@ cmd_up() {
     sysctl -e "${SAVED_SYSCTLS[@]}" 2>/dev/null | sed 's/ = /=/' > "$S/host-before/sysctls.saved"
   fi
   : > "$S/shim-sockets.ours"
-  rm -rf "$S/logs" "$S/run" "$S/etcd" "$S/kubelet" "$S/containerd" "$S/pod-logs" "$S/cni"
-  mkdir -p "$S/logs" "$S/run" "$S/pod-logs" "$S/cni/ipam" "$S/containerd" "$S/certs"
+  rm -rf "$S/logs" "$S/run" "$S/etcd" "$S/kubelet" "$S/containerd" "$S/pod-logs" "$S/cni" "$S"/node[0-9]*
+  mkdir -p "$S/logs" "$S/run" "$S/certs"
+  for ((i = 1; i <= NODES; i++)); do c=$(node_base "$i"); mkdir -p "$c/pod-logs" "$c/cni/ipam" "$c/containerd"; done
   touch "$S/run/dirty"
   write_pki
   NODE_IP=$(node_ip)
-  read -r P_ETCD P_PEER P_API P_KUBELET P_KUBELET_HEALTHZ P_SCHED P_KCM < <(free_ports 7)
+  local ports
+  read -r -a ports < <(free_ports $((5 + 2 * NODES)))
+  P_ETCD=${ports[0]} P_PEER=${ports[1]} P_API=${ports[2]} P_SCHED=${ports[3]} P_KCM=${ports[4]}
+  P_KUBELET=${ports[5]} P_KUBELET_HEALTHZ=${ports[6]}
   printf 'P_ETCD=%s\nP_PEER=%s\nP_API=%s\nP_KUBELET=%s\nP_KUBELET_HEALTHZ=%s\nP_SCHED=%s\nP_KCM=%s\nNODE_IP=%s\n' \
     "$P_ETCD" "$P_PEER" "$P_API" "$P_KUBELET" "$P_KUBELET_HEALTHZ" "$P_SCHED" "$P_KCM" "$NODE_IP" > "$S/ports.env"
+  for ((i = 2; i <= NODES; i++)); do
+    eval "P_KUBELET_$i=${ports[$((3 + 2 * i))]} P_KUBELET_HEALTHZ_$i=${ports[$((4 + 2 * i))]}"
+    printf 'P_KUBELET_%s=%s\nP_KUBELET_HEALTHZ_%s=%s\n' "$i" "${ports[$((3 + 2 * i))]}" "$i" "${ports[$((4 + 2 * i))]}" >> "$S/ports.env"
+  done
   write_config
   # the archives are deterministic, and named by what went into them: cached
   mkdir -p "$CACHE_ROOT/images"
@@ -490,6 +571,7 @@ cmd_up() {
   step "configs, keys and images written (node $NODE at $NODE_IP, apiserver port $P_API)"
 
   start containerd containerd --config "$S/conf/containerd.toml"
+  for ((i = 2; i <= NODES; i++)); do start "containerd-$i" containerd --config "$(node_conf "$i")/containerd.toml"; done
   start etcd "$BIN/etcd" --name chaos-k8s --data-dir "$S/etcd" \
     --listen-client-urls "http://127.0.0.1:$P_ETCD" --advertise-client-urls "http://127.0.0.1:$P_ETCD" \
     --listen-peer-urls "http://127.0.0.1:$P_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$P_PEER" \
@@ -507,19 +589,26 @@ cmd_up() {
     --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$S/pki/sa.pub" \
     --service-account-signing-key-file="$S/pki/sa.key" --service-cluster-ip-range=10.96.0.0/24 \
     --allow-privileged=true --enable-priority-and-fairness=false --profiling=false
-  wait_for 30 "containerd" ctrc version || return 1
-  step "containerd up"
-  ctrc images import "$CACHE_ROOT/images/${PAUSE_IMAGE##*:}-pause.tar" >/dev/null
-  ctrc images import "$CACHE_ROOT/images/${BUSYBOX_IMAGE##*:}-busybox.tar" >/dev/null
-  # The built-in kubernetes adapter's default image, as chaos build-image
-  # tags it for Docker.
-  ctrc images tag --force "docker.io/$BUSYBOX_IMAGE" docker.io/chaos/busybox:latest >/dev/null
-  step "images imported: $BUSYBOX_IMAGE (also chaos/busybox:latest) $PAUSE_IMAGE"
+  for c in $(node_socks); do
+    wait_for 30 "containerd $c" ctr -a "$c" version || return 1
+    ctr -a "$c" -n k8s.io images import "$CACHE_ROOT/images/${PAUSE_IMAGE##*:}-pause.tar" >/dev/null
+    ctr -a "$c" -n k8s.io images import "$CACHE_ROOT/images/${BUSYBOX_IMAGE##*:}-busybox.tar" >/dev/null
+    # The built-in kubernetes adapter's default image, as chaos build-image
+    # tags it for Docker.
+    ctr -a "$c" -n k8s.io images tag --force "docker.io/$BUSYBOX_IMAGE" docker.io/chaos/busybox:latest >/dev/null
+  done
+  step "containerd up on $NODES node(s); images imported: $BUSYBOX_IMAGE (also chaos/busybox:latest) $PAUSE_IMAGE"
   wait_for 90 "kube-apiserver" curl -sf --cacert "$S/pki/ca.crt" "https://127.0.0.1:$P_API/readyz" \
     -H "Authorization: Bearer $(awk -F, '$3=="admin"{print $1}' "$S/pki/tokens.csv")" || return 1
   step "kube-apiserver ready (port $P_API)"
   start kubelet "$BIN/kubelet" --config="$S/conf/kubelet.yaml" --kubeconfig="$S/conf/kubelet.kubeconfig" \
     --root-dir="$S/kubelet" --cert-dir="$S/kubelet/pki" --hostname-override="$NODE" --node-ip="$NODE_IP" --v=1
+  for ((i = 2; i <= NODES; i++)); do
+    make_cgroup_root "kubepods-node$i"
+    c=$(node_base "$i")
+    start "kubelet-$i" "$BIN/kubelet" --config="$(node_conf "$i")/kubelet.yaml" --kubeconfig="$(node_conf "$i")/kubelet.kubeconfig" \
+      --root-dir="$c/kubelet" --cert-dir="$c/kubelet/pki" --hostname-override="$(node_name "$i")" --node-ip="$NODE_IP" --v=1
+  done
   local common=(--kubeconfig="$S/kubeconfig" --authentication-kubeconfig="$S/kubeconfig"
     --authorization-kubeconfig="$S/kubeconfig" --bind-address=127.0.0.1 --leader-elect=false
     --kube-api-qps=200 --kube-api-burst=400) # defaults (scheduler 50, controllers 20/s) throttle scale tests
@@ -529,6 +618,10 @@ cmd_up() {
     --service-account-private-key-file="$S/pki/sa.key" --root-ca-file="$S/pki/ca.crt" --controllers='*'
   wait_for 90 "node $NODE Ready" node_ready_untainted || return 1
   step "node $NODE Ready and untainted"
+  for ((i = 2; i <= NODES; i++)); do
+    wait_for 90 "node $(node_name "$i") Ready" extra_node_ready "$(node_name "$i")" || return 1
+    step "node $(node_name "$i") Ready (tainted $EXTRA_TAINT)"
+  done
   wait_for 60 "the default serviceaccount" kctl get serviceaccount default || return 1
   step "default serviceaccount exists"
   for c in "${DAEMONS[@]}"; do pid_of "$c" >/dev/null || { log "up: $c died; its log: $S/logs/$c.log"; return 1; }; done
@@ -581,45 +674,60 @@ do_down() {
   if pid_of kube-apiserver >/dev/null && pid_of kubelet >/dev/null && [ -x "$BIN/kubectl" ]; then
     kctl delete deployments,replicasets,statefulsets,daemonsets,jobs,cronjobs --all -A --wait=false >/dev/null 2>&1 || true
     # only the real node's pods have containers (kwok's fake ones go with etcd's data)
-    kctl delete pods -A --field-selector "spec.nodeName=$NODE" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 ||
-      log "down: some pods did not go within 60 s; their containers are killed below"
+    for c in $(node_names); do
+      kctl delete pods -A --field-selector "spec.nodeName=$c" --grace-period=1 --wait=true --timeout=60s >/dev/null 2>&1 ||
+        log "down: some pods of $c did not go within 60 s; their containers are killed below"
+    done
     log "down: +$(elapsed "$t0")s pods deleted"
     # wait for kubelet to stop every sandbox (netns, veth and CNI rules go with them)
     for ((t = 0; t < 100; t++)); do
-      [ -z "$(ctrc tasks ls -q 2>/dev/null)" ] && break
+      m=""
+      for c in $(node_socks); do m+=$(ctr -a "$c" -n k8s.io tasks ls -q 2>/dev/null); done
+      [ -z "$m" ] && break
       sleep 0.1
     done
   fi
   # 2. the control plane and kubelet
-  for c in kwok kube-controller-manager kube-scheduler kubelet kube-apiserver etcd; do stop "$c"; done
-  # 3. whatever containers remain, then containerd and its shims
-  if pid_of containerd >/dev/null; then
-    local tasks
-    tasks=$(ctrc tasks ls -q 2>/dev/null)
-    if [ -n "$tasks" ]; then
-      for t in $tasks; do ctrc tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
-      sleep 0.5
-      for t in $(ctrc tasks ls -q 2>/dev/null); do ctrc tasks delete -f "$t" >/dev/null 2>&1 || true; done
+  for c in kwok kube-controller-manager kube-scheduler kubelet; do stop "$c"; done
+  for ((t = 2; t <= 9; t++)); do stop "kubelet-$t"; done
+  for c in kube-apiserver etcd; do stop "$c"; done
+  # 3. whatever containers remain, then each node's containerd and its shims
+  local shims i sock base
+  for i in $(made_nodes); do
+    sock=$(node_sock "$i") base=$(node_base "$i") c=containerd
+    ((i == 1)) || c=containerd-$i
+    if pid_of "$c" >/dev/null; then
+      local tasks
+      tasks=$(ctr -a "$sock" -n k8s.io tasks ls -q 2>/dev/null)
+      if [ -n "$tasks" ]; then
+        for t in $tasks; do ctr -a "$sock" -n k8s.io tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
+        sleep 0.5
+        for t in $(ctr -a "$sock" -n k8s.io tasks ls -q 2>/dev/null); do ctr -a "$sock" -n k8s.io tasks delete -f "$t" >/dev/null 2>&1 || true; done
+      fi
+      for t in $(ctr -a "$sock" -n k8s.io containers ls -q 2>/dev/null); do ctr -a "$sock" -n k8s.io containers delete "$t" >/dev/null 2>&1 || true; done
     fi
-    for t in $(ctrc containers ls -q 2>/dev/null); do ctrc containers delete "$t" >/dev/null 2>&1 || true; done
-  fi
-  stop containerd
-  local shims
-  shims=$(grep -lsE -e "$(selfproof "$S/containerd/containerd.sock")" /proc/[0-9]*/cmdline 2>/dev/null | sed 's,/proc/\([0-9]*\)/cmdline,\1,' || true)
-  for t in $shims; do [ "$t" != "$$" ] && kill -KILL "$t" 2>/dev/null || true; done
+    stop "$c"
+    shims=$(grep -lsE -e "$(selfproof "$sock")" /proc/[0-9]*/cmdline 2>/dev/null | sed 's,/proc/\([0-9]*\)/cmdline,\1,' || true)
+    for t in $shims; do [ "$t" != "$$" ] && kill -KILL "$t" 2>/dev/null || true; done
+  done
   # processes still in kubepods cgroups (left when containerd could not kill them)
   for m in $(cgroup_mounts); do
-    [ -d "$m/kubepods" ] || continue
-    grep -q "^$m/kubepods\$" "$S/host-before/cgroups" 2>/dev/null && continue
-    find "$m/kubepods" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r t; do kill -KILL "$t" 2>/dev/null || true; done
+    for c in "$m"/kubepods "$m"/kubepods-node*; do
+      [ -d "$c" ] || continue
+      grep -q "^$c\$" "$S/host-before/cgroups" 2>/dev/null && continue
+      find "$c" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r t; do kill -KILL "$t" 2>/dev/null || true; done
+    done
   done
   log "down: +$(elapsed "$t0")s processes stopped"
   # a shim's socket is /run/containerd/s/sha256(<containerd address>/<namespace>/<sandbox id>),
   # whatever containerd's state dir; a killed shim leaves it behind
-  for c in "$S"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*; do
-    t=$(printf '%s' "$S/containerd/containerd.sock/k8s.io/${c##*/}" | sha256sum | cut -c1-64)
-    echo "$t" >> "$S/shim-sockets.ours"
-    rm -f "/run/containerd/s/$t"
+  for i in $(made_nodes); do
+    sock=$(node_sock "$i") base=$(node_base "$i")
+    for c in "$base"/containerd/state/io.containerd.runtime.v2.task/k8s.io/*; do
+      t=$(printf '%s' "$sock/k8s.io/${c##*/}" | sha256sum | cut -c1-64)
+      echo "$t" >> "$S/shim-sockets.ours"
+      rm -f "/run/containerd/s/$t"
+    done
   done
   # 4. mounts: overlay rootfs, shm, netns, kubelet volumes, all under $S or kubelet's host dir
   for ((t = 0; t < 3; t++)); do
@@ -628,7 +736,7 @@ do_down() {
     while IFS= read -r c; do umount "$c" 2>/dev/null || umount -l "$c" 2>/dev/null || true; done <<< "$m"
   done
   # 5. the CNI bridge (veths went with the netns)
-  ip link del "$BRIDGE" 2>/dev/null || true
+  for i in $(made_nodes); do ip link del "$(node_bridge "$i")" 2>/dev/null || true; done
   # 6. cgroups kubelet and runc made, in every v1 hierarchy and in v2
   for m in $(cgroup_mounts); do
     for c in "$m"/kubepods*; do
@@ -685,7 +793,7 @@ do_down() {
   done
   # 10. runtime state (etcd data, images, container layers); keys and logs stay
   if ! awk '{print $5}' /proc/self/mountinfo | grep -q "^$S/"; then
-    rm -rf "$S/etcd" "$S/kubelet" "$S/containerd" "$S/pod-logs" "$S/cni"
+    rm -rf "$S/etcd" "$S/kubelet" "$S/containerd" "$S/pod-logs" "$S/cni" "$S"/node[0-9]*
     rm -f "$S/run/dirty" "$S/ports.env"
   else
     log "down: mounts remain under $S; state kept"
@@ -706,7 +814,7 @@ cmd_status() {
     echo "cluster: not running ($S)"; return 1
   fi
   if healthy; then
-    echo "cluster: healthy, node $NODE Ready, apiserver https://127.0.0.1:$P_API ($S)"
+    echo "cluster: healthy, nodes $(node_names | xargs) Ready, apiserver https://127.0.0.1:$P_API ($S)"
     return 0
   fi
   echo "cluster: running but not healthy; logs in $S/logs"; return 2
@@ -724,7 +832,17 @@ export CHAOS_K8S_PAUSE_IMAGE=$PAUSE_IMAGE
 export CHAOS_K8S_STATE=$S
 export CHAOS_K8S_BIN=$BIN
 export CHAOS_K8S_CONTAINERD_ADDRESS=$S/containerd/containerd.sock
+export CHAOS_K8S_NODES="$(node_names | xargs)"
+export CHAOS_K8S_CONTAINERD_ADDRESSES="$(node_socks | xargs)"
+export CHAOS_K8S_EXTRA_NODE_TAINT=$EXTRA_TAINT
 EOF
+}
+
+cmd_import() { # tar: a docker-archive, into every node's runtime
+  local c
+  [ -f "${1:-}" ] || die "import: give an image archive (docker-archive tar)"
+  healthy || die "import: no healthy cluster runs from $S (cluster.sh up)"
+  for c in $(node_socks); do ctr -a "$c" -n k8s.io images import "$1" >/dev/null || die "import: ctr images import into $c failed"; done
 }
 
 # shellcheck source=kwok.sh
@@ -743,6 +861,7 @@ case "${1:-}" in
   env) cmd_env ;;
   verify-clean) shift; cmd_verify_clean "$@" ;;
   build-kwok) cmd_build_kwok ;;
+  import) shift; cmd_import "$@" ;;
   kwok) shift; cmd_kwok "$@" ;;
   *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -2,7 +2,8 @@
 # Checks by hand (kubectl) that the test cluster from cluster.sh really runs
 # pods: a busybox pod with imagePullPolicy Never runs to Succeeded, logs,
 # exec (with stdin), a kill of the container process from the host restarts
-# it, pod-to-pod traffic, a Deployment rolls out, a delete with grace 0.
+# it, pod-to-pod traffic, a Deployment rolls out, a pod on each other node
+# (reached across nodes), a delete with grace 0.
 # Exits non-zero on the first failure. Works in a namespace of its own and
 # deletes it. Uses KUBECONFIG and CHAOS_K8S_* from `cluster.sh env` when set,
 # else asks cluster.sh.
@@ -106,6 +107,36 @@ ok "deployment with 2 replicas rolled out in $(el "$t") s"
 ip=$(k get pods -l app=web -o jsonpath='{.items[0].status.podIP}')
 k exec long -- ping -c 1 -W 2 "$ip" >/dev/null || fail "ping from pod long to pod $ip"
 ok "pod-to-pod ping long -> $ip"
+
+# 4b. every other node runs a pod that asks for it (its taint tolerated), in
+#     its own containerd, and pods reach each other across nodes
+set -- ${CHAOS_K8S_NODES:-}
+addrs=(${CHAOS_K8S_CONTAINERD_ADDRESSES:-})
+for ((n = 2; n <= $#; n++)); do
+  node=${!n} t=$EPOCHREALTIME
+  k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: on-$n}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $node}
+  tolerations: [{key: $CHAOS_K8S_EXTRA_NODE_TAINT, operator: Exists, effect: NoSchedule}]
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: $IMG
+    imagePullPolicy: Never
+    command: [sh, -c, 'trap "exit 0" TERM; while :; do sleep 1; done']
+EOF
+  k wait --for=condition=Ready "pod/on-$n" --timeout=60s >/dev/null || fail "pod on-$n (node $node) not Ready"
+  [ "$(k get pod "on-$n" -o jsonpath='{.spec.nodeName}')" = "$node" ] || fail "pod on-$n is not on $node"
+  c=$(k get pod "on-$n" -o jsonpath='{.status.containerStatuses[0].containerID}'); c=${c#containerd://}
+  ctr -a "${addrs[$((n - 1))]}" -n k8s.io tasks ls -q | grep -q "^$c" || fail "pod on-$n's container is not in $node's containerd"
+  ip=$(k get pod "on-$n" -o jsonpath='{.status.podIP}')
+  k exec long -- ping -c 1 -W 2 "$ip" >/dev/null || fail "ping from pod long ($CHAOS_K8S_NODE) to pod on-$n ($node, $ip)"
+  ok "node $node: pod on-$n Ready in $(el "$t") s in its own containerd; ping $CHAOS_K8S_NODE -> $ip"
+  k delete pod "on-$n" --wait=false >/dev/null
+done
 
 # 5. delete with grace 0: gone from the API and its containers from the node
 t=$EPOCHREALTIME
