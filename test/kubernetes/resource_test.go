@@ -10,9 +10,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/loopfs"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 // throttled is nr_throttled of the cpu.stat of pid's cpu group, or -1.
@@ -137,6 +140,270 @@ flow:
 					most = max(most, n)
 				}
 			}
+		}
+	}
+}
+
+// groupCounters are what the host's cgroup files say of pid's groups now:
+// CPU time used (ns) and memory in use (bytes); -1 when unreadable.
+func groupCounters(pid int) (cpuNS, memBytes int64) {
+	h, err := cgroup.FindHierarchies()
+	if err != nil {
+		return -1, -1
+	}
+	place, err := cgroup.PlaceOfPid(h, pid)
+	if err != nil {
+		return -1, -1
+	}
+	u, err := cgroup.ReadUsage(place)
+	if err != nil {
+		return -1, -1
+	}
+	return int64(u.CPUNanos), int64(u.MemoryBytes)
+}
+
+// resourceProbe runs in the target pod: it reads a 48 MiB file of its own
+// (page cache its group holds), then writes 1 MiB to /data with direct
+// I/O, logging the time it took or dd's error to /log/out with the time,
+// every half second, as a user's program would log what it saw.
+const resourceProbe = `dd if=/dev/zero of=/tmp/big bs=1M count=48 2>/dev/null; mkfifo /tmp/tick
+while :; do
+cat /tmp/big > /dev/null
+date +%s > /log/ts; read ts < /log/ts; read a x < /proc/uptime
+if dd if=/dev/zero of=/data/probe bs=64k count=16 oflag=direct 2> /log/dd.err; then read b x < /proc/uptime; echo "$ts io ok $(( ${b%.*}${b#*.} - ${a%.*}${a#*.} ))" >> /log/out; else echo "$ts io error $(head -n 1 /log/dd.err)" >> /log/out; fi
+rm -f /data/probe
+read -t 0.5 x <> /tmp/tick
+done`
+
+// TestStressPressureIOAndDiskOnAPod: cpu-stress, memory-stress,
+// memory-pressure, io-limit and disk-fill on a pod target (a pod the run
+// did not create, in a namespace that consents), one after the other,
+// each proven from outside the harness: the container's CPU time (read
+// from the host) grows by at least a quarter of a CPU more while
+// cpu-stress holds than before; its memory in use rises by most of the 64 MiB memory-stress
+// allocates; memory-pressure holds its use (48 MiB of page cache) near
+// 24 MiB; the pod's own dd with direct I/O runs at about 1 MB/s under
+// io-limit; its writes fail with ENOSPC while disk-fill holds and work
+// after; nothing is left on its file system.
+func TestStressPressureIOAndDiskOnAPod(t *testing.T) {
+	cs := cluster(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("resource faults on pods need root (the cluster does too)")
+	}
+	mnt, _ := loopfs.Mount(t, 64)
+	logs := t.TempDir()
+	os.Chmod(logs, 0o777)
+	ctx := context.Background()
+	ns := testNamespace(t, cs, "chaos-res", map[string]string{"chaos-harness.io/allow-experiments": "true"})
+	img := os.Getenv("CHAOS_K8S_BUSYBOX_IMAGE")
+	grace := int64(1)
+	dirType := corev1.HostPathDirectory
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "res-probe", Labels: map[string]string{"app": "res-probe"}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			NodeName:                      os.Getenv("CHAOS_K8S_NODE"),
+			Containers: []corev1.Container{{
+				Name: "probe", Image: img, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:      []string{"/bin/sh", "-c", resourceProbe},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "log", MountPath: "/log"}},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: mnt, Type: &dirType}}},
+				{Name: "log", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: logs, Type: &dirType}}},
+			},
+		},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pid := 0
+	for deadline := time.Now().Add(90 * time.Second); pid == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the probe pod does not run after 90s")
+		}
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+			continue
+		}
+		_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
+		pid = pidOfContainer(id)
+	}
+	adapter := write(t, "res-adapter.yaml", `apiVersion: chaos/v1alpha1
+id: k8s-resource-target
+backend: kubernetes
+options:
+  target-namespaces: store=`+ns+`
+instance:
+  image: chaos/busybox:latest
+targets:
+  store:
+    type: pod
+    lifecycle: external
+    labels: {app: res-probe}
+`)
+	x := write(t, "res-x.yaml", `apiVersion: chaos/v1alpha1
+id: k8s-resource-stress
+timeout: 3m
+workloads:
+  - {name: w, run: "sleep 45"}
+operations:
+  - {name: burn, uses: cpu-stress, target: store, resource: {cores: 1}, duration: 5s}
+  - {name: hog, uses: memory-stress, target: store, resource: {memory: 64MiB}, duration: 5s}
+  - {name: squeeze, uses: memory-pressure, target: store, resource: {memory: 24MiB}, duration: 5s}
+  - {name: slow-disk, uses: io-limit, target: store, resource: {path: /data, write-bps: 1MiB}, duration: 7s}
+  - {name: full-disk, uses: disk-fill, target: store, resource: {path: /data, free: 0}, duration: 5s}
+flow:
+  parallel:
+    - w
+    - serial:
+        - {wait: {workload: w, condition: running}}
+        - {delay: 4s}
+        - burn
+        - {delay: 2s}
+        - hog
+        - {delay: 2s}
+        - squeeze
+        - {delay: 2s}
+        - slow-disk
+        - {delay: 2s}
+        - full-disk
+        - {delay: 4s}
+`)
+	type sample struct {
+		at       time.Time
+		cpu, mem int64
+	}
+	var samples []sample
+	done := make(chan result, 1)
+	go func() { done <- chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapter, x) }()
+	var r result
+wait:
+	for {
+		select {
+		case r = <-done:
+			break wait
+		case <-time.After(250 * time.Millisecond):
+			c, m := groupCounters(pid)
+			samples = append(samples, sample{time.Now(), c, m})
+		}
+	}
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
+	}
+	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type window struct{ from, to time.Time }
+	held := map[string]window{}
+	for _, e := range events {
+		w := held[e.String("operation")]
+		switch e.Name {
+		case "resource.applied":
+			w.from = e.TS
+		case "resource.reverted":
+			w.to = e.TS
+		default:
+			continue
+		}
+		held[e.String("operation")] = w
+	}
+	for _, op := range []string{"burn", "hog", "squeeze", "slow-disk", "full-disk"} {
+		if w := held[op]; w.from.IsZero() || w.to.IsZero() {
+			t.Fatalf("%s: applied at %v, reverted at %v", op, w.from, w.to)
+		}
+	}
+	// CPU rate (CPUs) and the highest and lowest memory use in [from, to].
+	span := func(from, to time.Time) (cpus float64, memHi, memLo int64) {
+		var first, last *sample
+		memLo = -1
+		for i := range samples {
+			s := &samples[i]
+			if s.at.Before(from) || s.at.After(to) || s.cpu < 0 {
+				continue
+			}
+			if first == nil {
+				first = s
+			}
+			last = s
+			memHi = max(memHi, s.mem)
+			if memLo < 0 || s.mem < memLo {
+				memLo = s.mem
+			}
+		}
+		if first == nil || last == first {
+			return -1, memHi, memLo
+		}
+		return float64(last.cpu-first.cpu) / float64(last.at.Sub(first.at).Nanoseconds()), memHi, memLo
+	}
+	const margin = 500 * time.Millisecond
+	burn, hog, squeeze := held["burn"], held["hog"], held["squeeze"]
+	before, _, _ := span(burn.from.Add(-3*time.Second), burn.from)
+	during, _, _ := span(burn.from.Add(margin), burn.to.Add(-margin))
+	t.Logf("the container's CPU: %.2f CPUs before cpu-stress, %.2f while it held", before, during)
+	// A quarter of a CPU more at least: the machine is shared, and a
+	// loaded one gives the helper's thread less than the core it asks.
+	if before < 0 || during < before+0.25 {
+		t.Errorf("cpu-stress (1 core) raised the container's CPU from %.2f to %.2f CPUs, want at least 0.25 more", before, during)
+	}
+	_, memBefore, _ := span(hog.from.Add(-2*time.Second), hog.from)
+	_, memHog, _ := span(hog.from.Add(margin), hog.to.Add(-margin))
+	t.Logf("the container's memory: %d MiB before memory-stress, %d MiB at most while it held", memBefore>>20, memHog>>20)
+	if memHog-memBefore < 48<<20 {
+		t.Errorf("memory-stress (64MiB) raised the container's memory in use from %d to %d MiB, want 48 MiB more at least", memBefore>>20, memHog>>20)
+	}
+	_, memPrior, _ := span(squeeze.from.Add(-2*time.Second), squeeze.from)
+	_, memSqueezed, _ := span(squeeze.from.Add(time.Second), squeeze.to.Add(-margin))
+	t.Logf("the container's memory: %d MiB at most before memory-pressure, %d MiB at most while it held", memPrior>>20, memSqueezed>>20)
+	if memPrior < 40<<20 || memSqueezed > 28<<20 {
+		t.Errorf("memory-pressure (24MiB): the container used %d MiB before (want its 48 MiB file cached: 40 or more), %d MiB at most while it held (want 28 or less)", memPrior>>20, memSqueezed>>20)
+	}
+
+	f, err := os.Open(filepath.Join(logs, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	slow, full := held["slow-disk"], held["full-disk"]
+	var slowRates []float64
+	var enospc, writeOKAfter bool
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		ts, rest, _ := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(rest, "io ok "):
+			// 1 MiB in this many hundredths of a second: MB/s; only the
+			// writes that began and ended while the limit held count.
+			cs, _ := strconv.ParseFloat(strings.TrimPrefix(rest, "io ok "), 64)
+			if n > slow.from.Unix() && n+2 <= slow.to.Unix() {
+				slowRates = append(slowRates, 1.048576/(max(cs, 1)/100))
+			}
+			writeOKAfter = writeOKAfter || n > full.to.Unix()+1
+		case strings.HasPrefix(rest, "io error") && strings.Contains(rest, "No space left"):
+			enospc = enospc || (n > full.from.Unix() && n < full.to.Unix())
+		}
+	}
+	t.Logf("dd's MB/s while io-limit held: %.2f", slowRates)
+	if len(slowRates) == 0 {
+		t.Error("no write completed while io-limit held")
+	}
+	for _, rate := range slowRates {
+		if rate > 1.3 {
+			t.Errorf("dd wrote at %.2f MB/s under a 1MiB/s limit, want about 1", rate)
+		}
+	}
+	if !enospc || !writeOKAfter {
+		t.Errorf("a write failed with ENOSPC while disk-fill held: %v; writes worked after: %v", enospc, writeOKAfter)
+	}
+	ents, _ := os.ReadDir(mnt)
+	for _, e := range ents {
+		if e.Name() != "lost+found" {
+			t.Errorf("left on the file system after the run: %s", e.Name())
 		}
 	}
 }
