@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -283,5 +284,286 @@ flow:
 	}
 	if !strings.Contains(string(out), "container chaos-resk-"+runID) {
 		t.Errorf("chaos cleanup did not remove the target's container")
+	}
+}
+
+// memoryProbe runs in the target's container (`sh /log/probe.sh out`),
+// and in a neighbour's beside it that no fault touches (to log ctl): it
+// writes a 96 MiB working set of file pages (/tmp/ws, charged to its own
+// memory group), then in a loop does a fixed piece of shell arithmetic,
+// reads the working set through once, and logs, as a user's own program
+// would, what it sees of itself: the wall second, the uptime before the
+// work, after it and after the pass, and its groups' CPU time (ns), memory
+// use and memory limit (bytes) as the container's own /sys/fs/cgroup shows
+// them.
+const memoryProbe = `cd /sys/fs/cgroup
+dd if=/dev/urandom of=/tmp/ws bs=1M count=96 2>/dev/null
+while :; do
+  read t0 x < /proc/uptime
+  i=0; while [ $i -lt 10000 ]; do i=$((i+1)); done
+  read t1 x < /proc/uptime
+  cat /tmp/ws > /dev/null
+  read t2 x < /proc/uptime
+  echo "$(date +%s) $t0 $t1 $t2 $(cat cpuacct/cpuacct.usage) $(cat memory/memory.usage_in_bytes) $(cat memory/memory.limit_in_bytes)" >> /log/$1
+  sleep 0.3
+done
+`
+
+// probeLine is one line of memoryProbe's log.
+type probeLine struct {
+	ts               int64   // wall second the line was written
+	t0, work, pass   float64 // uptime at the start; seconds of work; seconds of the pass
+	cpuNS            float64 // the group's CPU time so far
+	memUse, memLimit int64
+}
+
+func readProbe(t *testing.T, file string) []probeLine {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []probeLine
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 7 {
+			continue // the last line, being written
+		}
+		var p probeLine
+		var t1, t2 float64
+		var err error
+		for i, dst := range []any{&p.ts, &p.t0, &t1, &t2, &p.cpuNS, &p.memUse, &p.memLimit} {
+			switch d := dst.(type) {
+			case *int64:
+				*d, err = strconv.ParseInt(f[i], 10, 64)
+			case *float64:
+				*d, err = strconv.ParseFloat(f[i], 64)
+			}
+			if err != nil {
+				t.Fatalf("%s: %q: field %d: %v", file, line, i+1, err)
+			}
+		}
+		p.work, p.pass = t1-p.t0, t2-t1
+		out = append(out, p)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// TestCPUAndMemoryStressAndPressureOnAContainer: cpu-stress,
+// memory-pressure and memory-stress on a container target (a quota of
+// half a CPU, as `docker run --cpus 0.2` gives), one after the other, each seen
+// from inside the container by its own program: under cpu-stress its
+// groups' CPU time rises and its own fixed work takes longer, beside the
+// same program in a neighbouring container (the machine's own load slows
+// both alike; the helper shares the target's groups only); under memory-pressure it sees its memory limit drop
+// to the asked 32 MiB, its use held below it (its 96 MiB of file pages
+// reclaimed) and its pass over them slow; under memory-stress its use
+// rises by the helper's 64 MiB; after each revert it is as before.
+func TestCPUAndMemoryStressAndPressureOnAContainer(t *testing.T) {
+	needDocker(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("resource faults need root, and CI is set")
+		}
+		t.Skip("resource faults need root")
+	}
+	logs := t.TempDir()
+	os.Chmod(logs, 0o777)
+	if err := os.WriteFile(filepath.Join(logs, "probe.sh"), []byte(memoryProbe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	neighbour := fmt.Sprintf("chaos-resm-ctl-%d", os.Getpid())
+	if out, err := exec.Command("docker", "run", "-d", "--name", neighbour, "--cpus", "0.2", "-v", logs+":/log", "chaos/busybox:latest", "sh", "/log/probe.sh", "ctl").CombinedOutput(); err != nil {
+		t.Fatalf("starting the neighbour: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", neighbour).Run() })
+	dir := t.TempDir()
+	adapterFile := filepath.Join(dir, "res.yaml")
+	os.WriteFile(adapterFile, []byte(fmt.Sprintf(`apiVersion: chaos/v1alpha1
+id: docker-stress-target
+backend: docker
+instance: {image: "chaos/busybox:latest"}
+targets:
+  app:
+    type: container
+    lifecycle: run
+    container: chaos-resm-$CHAOS_RUN_ID
+    start: docker run -d --name "chaos-resm-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" --cpus 0.2 -v %s:/log chaos/busybox:latest sh /log/probe.sh out >/dev/null
+`, logs)), 0o644)
+	expFile := filepath.Join(dir, "x.yaml")
+	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+id: docker-stress-faults
+timeout: 2m
+workloads:
+  - {name: w, run: "sleep 55"}
+operations:
+  - {name: burn, uses: cpu-stress, target: app, resource: {cores: 1}, duration: 7s}
+  - {name: squeeze, uses: memory-pressure, target: app, resource: {memory: 32MiB}, duration: 7s}
+  - {name: hog, uses: memory-stress, target: app, resource: {memory: 64MiB}, duration: 7s}
+flow:
+  parallel:
+    - w
+    - serial:
+        - {wait: {workload: w, condition: running}}
+        - {delay: 10s}
+        - burn
+        - {delay: 5s}
+        - squeeze
+        - {delay: 5s}
+        - hog
+        - {delay: 5s}
+`), 0o644)
+	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
+	}
+	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type window struct{ from, to int64 }
+	held := map[string]window{}
+	for _, e := range events {
+		switch e.Name {
+		case "resource.applied":
+			held[e.String("operation")] = window{from: e.TS.Unix()}
+		case "resource.reverted":
+			w := held[e.String("operation")]
+			w.to = e.TS.Unix()
+			held[e.String("operation")] = w
+		}
+	}
+	for _, op := range []string{"burn", "squeeze", "hog"} {
+		if w := held[op]; w.from == 0 || w.to == 0 {
+			t.Fatalf("%s: applied at %d, reverted at %d", op, w.from, w.to)
+		}
+	}
+	lines, ctl := readProbe(t, filepath.Join(logs, "out")), readProbe(t, filepath.Join(logs, "ctl"))
+	if testing.Verbose() {
+		b, _ := os.ReadFile(filepath.Join(logs, "out"))
+		t.Logf("the program's log (wall s, uptime, after work, after pass, cpu ns, memory use, limit):\n%s", b)
+	}
+	// Each line's span is from the line before it to it; it counts in a
+	// window when the whole span is inside, a second clear of each end
+	// (the wall seconds are whole).
+	in := func(w window, i int) bool { return i > 0 && lines[i-1].ts > w.from && lines[i].ts < w.to }
+	// between: clear of a before, and of b after (0: no end).
+	between := func(a, b int64, i int) bool {
+		return i > 0 && lines[i-1].ts > a+1 && (b == 0 || lines[i].ts < b)
+	}
+	// ctlWork is the neighbour's work at the same time: the median of its
+	// lines written in the same wall seconds.
+	ctlMedian := func(i int, f func(probeLine) float64) float64 {
+		var w []float64
+		for _, c := range ctl {
+			if c.ts >= lines[i-1].ts && c.ts <= lines[i].ts {
+				w = append(w, f(c))
+			}
+		}
+		return median(w)
+	}
+	type phase struct{ cores, work, relWork, pass, relPass, use []float64 }
+	add := func(p *phase, i int) {
+		cur, prev := lines[i], lines[i-1]
+		p.cores = append(p.cores, (cur.cpuNS-prev.cpuNS)/1e9/(cur.t0-prev.t0))
+		p.work = append(p.work, cur.work)
+		if c := ctlMedian(i, func(l probeLine) float64 { return l.work }); c > 0 {
+			p.relWork = append(p.relWork, cur.work/c)
+		}
+		if c := ctlMedian(i, func(l probeLine) float64 { return l.pass }); c > 0 {
+			p.relPass = append(p.relPass, cur.pass/c)
+		}
+		p.pass = append(p.pass, cur.pass)
+		p.use = append(p.use, float64(cur.memUse))
+	}
+	var before, burn, afterBurn, squeeze, afterSqueeze, hog, afterHog phase
+	var limits []int64
+	first := lines[0].ts
+	for i := range lines {
+		switch {
+		case between(first, held["burn"].from, i):
+			add(&before, i)
+		case in(held["burn"], i):
+			add(&burn, i)
+		case between(held["burn"].to, held["squeeze"].from, i):
+			add(&afterBurn, i)
+		case in(held["squeeze"], i):
+			add(&squeeze, i)
+			limits = append(limits, lines[i].memLimit)
+		case between(held["squeeze"].to, held["hog"].from, i):
+			add(&afterSqueeze, i)
+		case in(held["hog"], i):
+			add(&hog, i)
+		case between(held["hog"].to, 0, i):
+			add(&afterHog, i)
+		}
+	}
+	for name, p := range map[string]phase{"before": before, "cpu-stress": burn, "after cpu-stress": afterBurn, "memory-pressure": squeeze, "after memory-pressure": afterSqueeze, "memory-stress": hog, "after memory-stress": afterHog} {
+		if len(p.work) < 2 {
+			t.Fatalf("%s: %d lines of the program's log, want 2 or more", name, len(p.work))
+		}
+		t.Logf("%-22s CPUs %.2f, work %.3f s (%.2f of the neighbour's), pass %.3f s (%.2f), memory use %.1f MiB (medians of %d)", name+":", median(p.cores), median(p.work), median(p.relWork), median(p.pass), median(p.relPass), median(p.use)/(1<<20), len(p.work))
+	}
+
+	// cpu-stress: the group's CPU time rises, and the program's work, now
+	// sharing its quota with the helper, takes longer; then it does not.
+	// The program alone uses about half its quota; with the helper the
+	// group is at it.
+	if b, d := median(before.cores), median(burn.cores); d < b+0.05 || d < 0.8*0.2 {
+		t.Errorf("the container's CPUs went from %.2f to %.2f under cpu-stress of 1 core, want a rise to its quota (0.2)", b, d)
+	}
+	if ratio := median(burn.relWork) / median(before.relWork); ratio < 1.3 {
+		t.Errorf("beside its neighbour, the program's work took %.2f times as long under cpu-stress, want 1.3 or more", ratio)
+	}
+	if median(afterBurn.relWork) > median(burn.relWork)/1.2 {
+		t.Errorf("beside its neighbour, the program's work took %.2f of its time after cpu-stress, %.2f under it: not back", median(afterBurn.relWork), median(burn.relWork))
+	}
+
+	// memory-pressure: the program sees its limit at 32 MiB and its use
+	// below it (its working set reclaimed, read again each pass, slower);
+	// after, the old limit and its working set back.
+	for _, l := range limits {
+		if l != 32<<20 {
+			t.Errorf("the program saw a memory limit of %d under memory-pressure of 32MiB", l)
+			break
+		}
+	}
+	if m := median(before.use); m < 96<<20 {
+		t.Fatalf("the program used %.1f MiB before, want its 96 MiB working set or more", m/(1<<20))
+	}
+	for _, u := range squeeze.use {
+		if u > 32<<20 {
+			t.Errorf("the program used %.1f MiB under memory-pressure of 32MiB", u/(1<<20))
+			break
+		}
+	}
+	if ratio := median(squeeze.relPass) / median(before.relPass); ratio < 1.5 {
+		t.Errorf("beside its neighbour, a pass over the working set took %.2f times as long under memory-pressure, want 1.5 or more (reclaimed pages read again)", ratio)
+	}
+	if l := lines[len(lines)-1].memLimit; l != lines[0].memLimit {
+		t.Errorf("the program's memory limit is %d after the run, was %d", l, lines[0].memLimit)
+	}
+	if m := median(afterSqueeze.use); m < 96<<20 {
+		t.Errorf("the program used %.1f MiB after memory-pressure, want its working set back (96 MiB or more)", m/(1<<20))
+	}
+
+	// memory-stress: the group's use rises by the 64 MiB the helper
+	// touches (a tenth less for pages the kernel may take from the file
+	// cache meanwhile), and falls back after.
+	rise := median(hog.use) - median(afterSqueeze.use)
+	if rise < 0.9*(64<<20) || rise > 1.2*(64<<20) {
+		t.Errorf("the program's memory use rose by %.1f MiB under memory-stress of 64MiB", rise/(1<<20))
+	}
+	if back := median(afterHog.use) - median(afterSqueeze.use); back > 8<<20 {
+		t.Errorf("the program's memory use is %.1f MiB above its use before memory-stress after it", back/(1<<20))
 	}
 }
