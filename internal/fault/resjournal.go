@@ -17,6 +17,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/clockpatch"
+	"github.com/chaos-harness/chaos/internal/journalfile"
 )
 
 // The resource journal: every change a resource fault makes is written
@@ -208,28 +209,26 @@ func (j *ResourceJournal) openLocked() error {
 }
 
 // ReadResourceJournal returns the entries of a journal whose application
-// was not reverted, in the order they were written.
+// was not reverted, in the order they were written. It is read as package
+// journalfile reads every journal: a line that is not a journal line
+// refuses it (cleanup then touches nothing it names), but for a last line
+// cut short by a kill.
 func ReadResourceJournal(path string) ([]ResourceEntry, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	var all []ResourceEntry
 	reverted := map[int]bool{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		var e ResourceEntry
-		if json.Unmarshal([]byte(line), &e) != nil {
-			continue // a line cut short by a kill
-		}
+	err := journalfile.Read(path, journalfile.DefaultLimits, func(_ int, e ResourceEntry) error {
 		switch e.Event {
 		case "apply":
 			all = append(all, e)
 		case "reverted":
 			reverted[e.App] = true
+		default:
+			return fmt.Errorf("field \"event\": %q is neither apply nor reverted; %s", e.Event, journalfile.Refused)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	var left []ResourceEntry
 	for _, e := range all {

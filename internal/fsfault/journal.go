@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/cgroup"
+	"github.com/chaos-harness/chaos/internal/journalfile"
 	"github.com/chaos-harness/chaos/internal/proc"
 )
 
@@ -144,25 +145,25 @@ func (j *Journal) write(e MountEntry) error {
 	return nil
 }
 
-// readJournal returns the directories a journal has mounted and not
-// unmounted, with their entries.
-func readJournal(path string) (map[string]MountEntry, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// ReadJournal returns the directories a journal has mounted and not
+// unmounted, with their entries. It is read as package journalfile reads
+// every journal: a line that is not a journal line refuses it (cleanup
+// then touches nothing it names), but for a last line cut short by a kill.
+func ReadJournal(path string) (map[string]MountEntry, error) {
 	left := map[string]MountEntry{}
-	for _, line := range strings.Split(string(data), "\n") {
-		var e MountEntry
-		if json.Unmarshal([]byte(line), &e) != nil {
-			continue // empty, or cut short by a kill
-		}
+	err := journalfile.Read(path, journalfile.DefaultLimits, func(_ int, e MountEntry) error {
 		switch e.Event {
 		case "mount":
 			left[e.Dir] = e
 		case "unmounted":
 			delete(left, e.Dir)
+		default:
+			return fmt.Errorf("field \"event\": %q is neither mount nor unmounted; %s", e.Event, journalfile.Refused)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return left, nil
 }
@@ -198,7 +199,7 @@ func Cleanup(stateDir, runID string, dryRun bool, found func(string)) error {
 			continue // a live run unmounts its own
 		}
 		path := filepath.Join(stateDir, de.Name())
-		left, err := readJournal(path)
+		left, err := ReadJournal(path)
 		if err != nil {
 			errs = append(errs, err)
 			continue

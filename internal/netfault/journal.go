@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"time"
 	"unicode"
+
+	"github.com/chaos-harness/chaos/internal/journalfile"
 )
 
 // The journal: one JSON line per attempt to apply a rule, written before
@@ -150,65 +151,29 @@ func (m *Manager) journalRemoved(r *Rule, note string) {
 	}
 }
 
-// Limits of a journal read back: a run writes two short lines per rule.
-const (
-	maxJournalSize = 16 << 20
-	maxJournalLine = 64 << 10
-)
-
 // ReadJournal reads a journal of run runID and returns the rules applied
 // and not removed, in the order they were applied. With runID empty, the
 // run is the one the file's name says (<run id>.<pid>.<start>.jsonl), as
-// its first line names it. Every line is checked
-// (see validEntry); one that is not as the run would have written it makes
-// the whole journal refused, with an error naming the file, the line and
-// the field. Only a last line cut short (a kill in the middle of a write)
-// is passed over.
+// its first line names it. Every line is checked (see validEntry); one
+// that is not as the run would have written it makes the whole journal
+// refused, with an error naming the file, the line and the field. The file
+// is read as package journal reads every journal: only a last line cut
+// short (a kill in the middle of a write) is passed over.
 func ReadJournal(path, runID string) ([]Entry, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
+	f := &journalFold{path: path, runID: runID, states: map[ruleKey]*ruleState{}, lastMech: map[int]string{}}
+	if err := journalfile.Read(path, journalfile.DefaultLimits, f.add); err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file (%s), refused", path, st.Mode().Type())
-	}
-	if st.Size() > maxJournalSize {
-		return nil, fmt.Errorf("%s: %d bytes, over the %d a journal may have, refused", path, st.Size(), maxJournalSize)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxJournalSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxJournalSize {
-		return nil, fmt.Errorf("%s: over the %d bytes a journal may have, refused", path, maxJournalSize)
-	}
-	if runID == "" {
-		runID, err = journalRun(path, data)
-		if err != nil {
-			return nil, err
-		}
-	}
-	return parseJournal(path, runID, data)
+	return f.left(), nil
 }
 
-// journalRun is the run id a state journal's first line names, which must
-// be the one its file name says.
-func journalRun(path string, data []byte) (string, error) {
-	named, _, _ := strings.Cut(filepath.Base(path), ".")
-	line, _, _ := strings.Cut(string(data), "\n")
-	var e Entry
-	if json.Unmarshal([]byte(line), &e) != nil || e.RunID == "" {
-		return "", fmt.Errorf("%s:1: field \"run_id\": the first line does not name the run; the journal is refused and nothing it names is touched", path)
+// parseJournal is ReadJournal of a journal's bytes.
+func parseJournal(path, runID string, data []byte) ([]Entry, error) {
+	f := &journalFold{path: path, runID: runID, states: map[ruleKey]*ruleState{}, lastMech: map[int]string{}}
+	if err := journalfile.Parse(path, data, journalfile.DefaultLimits, f.add); err != nil {
+		return nil, err
 	}
-	if safeRunID(e.RunID) != named {
-		return "", fmt.Errorf("%s:1: field \"run_id\": %q is not the run the file is named after (%s); the journal is refused and nothing it names is touched", path, e.RunID, named)
-	}
-	return e.RunID, nil
+	return f.left(), nil
 }
 
 // ruleKey is one attempt at a rule.
@@ -217,64 +182,69 @@ type ruleKey struct {
 	mech string
 }
 
-func parseJournal(path, runID string, data []byte) ([]Entry, error) {
-	lines := strings.Split(string(data), "\n")
-	type state struct {
-		e       Entry
-		applied bool
-		order   int
-	}
-	states := map[ruleKey]*state{}
+type ruleState struct {
+	e       Entry
+	applied bool
+	order   int
+}
+
+// journalFold folds a journal's lines into the rules left applied.
+type journalFold struct {
+	path, runID string
+	seen        bool
+	states      map[ruleKey]*ruleState
 	// lastMech is the mechanism of each rule's latest apply: a "removed"
 	// line of a journal written before lines said their mechanism ends it.
-	lastMech := map[int]string{}
-	for i, line := range lines {
-		if strings.TrimSpace(line) == "" {
-			continue
+	lastMech map[int]string
+}
+
+func (f *journalFold) add(i int, e Entry) error {
+	if !f.seen && f.runID == "" {
+		// The run is the one the file is named after.
+		named, _, _ := strings.Cut(filepath.Base(f.path), ".")
+		if e.RunID == "" {
+			return fmt.Errorf("field \"run_id\": the first line does not name the run; %s", journalfile.Refused)
 		}
-		at := fmt.Sprintf("%s:%d", path, i+1)
-		if len(line) > maxJournalLine {
-			return nil, fmt.Errorf("%s: a line of %d bytes, over the %d a journal line may have; the journal is refused and nothing it names is touched", at, len(line), maxJournalLine)
+		if safeRunID(e.RunID) != named {
+			return fmt.Errorf("field \"run_id\": %q is not the run the file is named after (%s); %s", e.RunID, named, journalfile.Refused)
 		}
-		var e Entry
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil {
-			if i == len(lines)-1 {
-				continue // the last line, cut short by a kill
-			}
-			return nil, fmt.Errorf("%s: not a journal line (%v); the journal is refused and nothing it names is touched", at, err)
-		}
-		if field, err := validEntry(e, runID); err != nil {
-			return nil, fmt.Errorf("%s: field %q: %v; the journal is refused and nothing it names is touched", at, field, err)
-		}
-		mech := e.Mechanism
-		if e.Event == "removed" && mech == "" {
-			mech = lastMech[e.Rule]
-		}
-		k := ruleKey{e.Rule, mech}
-		switch e.Event {
-		case "apply":
-			lastMech[e.Rule] = mech
-			states[k] = &state{e: e, applied: true, order: i}
-		case "removed":
-			if s, ok := states[k]; ok {
-				s.applied = false
-			}
+		f.runID = e.RunID
+	}
+	f.seen = true
+	if field, err := validEntry(e, f.runID); err != nil {
+		return fmt.Errorf("field %q: %v; %s", field, err, journalfile.Refused)
+	}
+	mech := e.Mechanism
+	if e.Event == "removed" && mech == "" {
+		mech = f.lastMech[e.Rule]
+	}
+	k := ruleKey{e.Rule, mech}
+	switch e.Event {
+	case "apply":
+		f.lastMech[e.Rule] = mech
+		f.states[k] = &ruleState{e: e, applied: true, order: i}
+	case "removed":
+		if s, ok := f.states[k]; ok {
+			s.applied = false
 		}
 	}
-	var left []*state
-	for _, s := range states {
+	return nil
+}
+
+// left are the rules applied and not removed, in the order applied.
+func (f *journalFold) left() []Entry {
+	var left []*ruleState
+	for _, s := range f.states {
 		if s.applied {
 			left = append(left, s)
 		}
 	}
-	slices.SortFunc(left, func(a, b *state) int { return a.order - b.order })
+	slices.SortFunc(left, func(a, b *ruleState) int { return a.order - b.order })
 	out := make([]Entry, 0, len(left))
 	for _, s := range left {
 		out = append(out, s.e)
 	}
-	return out, nil
+	return out
 }
 
 // validEntry checks one line against what run runID writes, and says

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/journalfile"
 )
 
 const testRun = "20260101T000000Z-abcd"
@@ -115,7 +117,7 @@ func TestReadJournalFile(t *testing.T) {
 		t.Error("a symlink was read")
 	}
 	big := filepath.Join(dir, testRun+".3.3.jsonl")
-	os.WriteFile(big, make([]byte, maxJournalSize+1), 0o600)
+	os.WriteFile(big, make([]byte, journalfile.DefaultLimits.File+1), 0o600)
 	if _, err := ReadJournal(big, ""); err == nil || !strings.Contains(err.Error(), "over the") {
 		t.Errorf("oversized: %v", err)
 	}
