@@ -308,7 +308,7 @@ func TestClockFaultCleanedUpAfterSIGKILL(t *testing.T) {
 	if tp, err := clockpatch.TracerPid(pid); err != nil || tp != 0 {
 		t.Errorf("after cleanup, TracerPid of %d is %d (%v)", pid, tp, err)
 	}
-	states, _ := filepath.Glob(filepath.Join(fault.DefaultResourceStateDir, runID+".*"))
+	states, _ := filepath.Glob(filepath.Join(fault.ResourceStateDir(), runID+".*"))
 	if len(states) > 0 {
 		t.Errorf("journals left for chaos cleanup: %v", states)
 	}

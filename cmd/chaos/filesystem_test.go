@@ -279,7 +279,7 @@ func TestFSLayerCleanedUpAfterSIGKILL(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(data, "under")); err != nil || string(b) != "x" {
 		t.Fatalf("the directory under the layer: %q %v", b, err)
 	}
-	if states, _ := filepath.Glob(filepath.Join(fsfault.DefaultStateDir, runID+".*")); len(states) > 0 {
+	if states, _ := filepath.Glob(filepath.Join(fsfault.StateDir(), runID+".*")); len(states) > 0 {
 		t.Errorf("journals left for chaos cleanup: %v", states)
 	}
 }

@@ -92,7 +92,7 @@ func TestResourceFaultsCleanedUpAfterSIGKILL(t *testing.T) {
 	if len(groups)+len(helpers)+len(fillers) > 0 {
 		t.Errorf("left after chaos cleanup: groups %v, helpers %v, filler files %v", groups, helpers, fillers)
 	}
-	states, _ := filepath.Glob(filepath.Join(fault.DefaultResourceStateDir, cgroup.SafeName(runID, 200)+".*"))
+	states, _ := filepath.Glob(filepath.Join(fault.ResourceStateDir(), cgroup.SafeName(runID, 200)+".*"))
 	if len(states) > 0 {
 		t.Errorf("journals left for chaos cleanup: %v", states)
 	}

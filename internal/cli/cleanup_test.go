@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chaos-harness/chaos/internal/journalfile"
 	"github.com/chaos-harness/chaos/internal/proc"
 )
 
@@ -41,7 +42,10 @@ func alive(c *exec.Cmd) bool {
 
 func TestCleanupRemovesOnlyLeftovers(t *testing.T) {
 	// Processes only: a cleanup of every dead run would also reach the
-	// containers other packages' tests are making at the same time.
+	// containers other packages' tests are making at the same time; and
+	// journals of its own, or it would undo what another package's test
+	// left of a run it killed on purpose, before that test looks.
+	t.Setenv(journalfile.StateEnv, t.TempDir())
 	orphan := startMarked(t, "20990101T000000Z-dead", deadPid(t))
 	live := startMarked(t, "20990101T000000Z-live", os.Getpid())
 	other := startMarked(t, "20990101T000000Z-othr", deadPid(t))

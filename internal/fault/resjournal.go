@@ -25,17 +25,17 @@ import (
 // held, the group made and where its processes came from, the stress
 // helper's pid and start time, the filler file), and "reverted" once the
 // fault is reverted. It is kept in the run's
-// system/resource-faults.jsonl, and under DefaultResourceStateDir in a
+// system/resource-faults.jsonl, and under ResourceStateDir in a
 // file whose name says which harness wrote it, which chaos cleanup reads
 // once that harness is gone (CleanupResources).
 
 // ResourceJournalFile is the journal's name in the run's system directory.
 const ResourceJournalFile = "resource-faults.jsonl"
 
-// DefaultResourceStateDir holds one journal per run with resource faults
-// applied and not yet reverted, named <run id>.<harness pid>.<harness
-// start time>.jsonl.
-const DefaultResourceStateDir = "/run/chaos/resource"
+// ResourceStateDir holds one journal per run with resource faults applied
+// and not yet reverted, named <run id>.<harness pid>.<harness start
+// time>.jsonl: /run/chaos/resource, or resource under $CHAOS_STATE_DIR.
+func ResourceStateDir() string { return journalfile.Dir("resource") }
 
 // ResourceEntry is one journal line.
 type ResourceEntry struct {
@@ -75,10 +75,10 @@ type ResourceJournal struct {
 }
 
 // NewResourceJournal returns the journal of run runID; it writes nothing
-// until the first change. stateDir "" is DefaultResourceStateDir.
+// until the first change. stateDir "" is ResourceStateDir.
 func NewResourceJournal(runID, systemDir, stateDir string) *ResourceJournal {
 	if stateDir == "" {
-		stateDir = DefaultResourceStateDir
+		stateDir = ResourceStateDir()
 	}
 	return &ResourceJournal{runID: runID, systemDir: systemDir, stateDir: stateDir, open: map[int]bool{}}
 }
@@ -247,7 +247,7 @@ func ReadResourceJournal(path string) ([]ResourceEntry, error) {
 // found is told each thing undone (or, dryRun, that would be).
 func CleanupResources(ctx context.Context, stateDir, runID string, dryRun bool, found func(string)) error {
 	if stateDir == "" {
-		stateDir = DefaultResourceStateDir
+		stateDir = ResourceStateDir()
 	}
 	ents, err := os.ReadDir(stateDir)
 	if errors.Is(err, fs.ErrNotExist) {

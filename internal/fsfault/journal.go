@@ -24,14 +24,15 @@ import (
 // takes the server with it, the kernel aborts the connection (programs
 // under the layer get ENOTCONN, never a hang), and the mount is left with
 // no one behind it. So every mount is journalled before it is made, in
-// DefaultStateDir, in a file whose name says which harness made it; chaos
+// StateDir, in a file whose name says which harness made it; chaos
 // cleanup unmounts (lazily: a program may still hold it) every mount of a
 // run whose harness is gone, and only a mount that mountinfo shows is
 // the run's layer (type fuse.chaos, source the run's FsName).
 
-// DefaultStateDir holds one journal per run with layers mounted and not
-// yet unmounted, named <run id>.<harness pid>.<harness start time>.jsonl.
-const DefaultStateDir = "/run/chaos/fs"
+// StateDir holds one journal per run with layers mounted and not yet
+// unmounted, named <run id>.<harness pid>.<harness start time>.jsonl:
+// /run/chaos/fs, or fs under $CHAOS_STATE_DIR.
+func StateDir() string { return journalfile.Dir("fs") }
 
 // MountEntry is a journal line.
 type MountEntry struct {
@@ -56,10 +57,10 @@ type Journal struct {
 }
 
 // NewJournal returns run runID's journal in stateDir ("" is
-// DefaultStateDir); it writes nothing until the first mount.
+// StateDir); it writes nothing until the first mount.
 func NewJournal(stateDir, runID string) *Journal {
 	if stateDir == "" {
-		stateDir = DefaultStateDir
+		stateDir = StateDir()
 	}
 	st, _ := proc.StartTime(os.Getpid())
 	name := fmt.Sprintf("%s.%d.%d.jsonl", cgroup.SafeName(runID, 200), os.Getpid(), st)
@@ -174,7 +175,7 @@ func ReadJournal(path string) (map[string]MountEntry, error) {
 // would be).
 func Cleanup(stateDir, runID string, dryRun bool, found func(string)) error {
 	if stateDir == "" {
-		stateDir = DefaultStateDir
+		stateDir = StateDir()
 	}
 	ents, err := os.ReadDir(stateDir)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -17,6 +17,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/chaos-harness/chaos/internal/safefile"
@@ -101,4 +102,21 @@ func Parse[T any](name string, data []byte, lim Limits, each func(line int, e T)
 // as the last element: a link planted in place of a journal.
 func noFollow(name string, flag int, perm fs.FileMode) (*os.File, error) {
 	return os.OpenFile(name, flag|syscall.O_NOFOLLOW, perm)
+}
+
+// StateEnv names the directory under which the harness keeps the journals
+// chaos cleanup reads, one directory a kind; /run/chaos without it. Two
+// harnesses given different ones never see each other's journals, so a
+// chaos cleanup with no run id of one (every run whose harness is gone)
+// cannot undo what the other's killed run still holds: tests that run it
+// beside other tests set it.
+const StateEnv = "CHAOS_STATE_DIR"
+
+// Dir is the directory of one kind of journal ("net", "resource", "fs").
+func Dir(kind string) string {
+	root := os.Getenv(StateEnv)
+	if root == "" {
+		root = "/run/chaos"
+	}
+	return filepath.Join(root, kind)
 }

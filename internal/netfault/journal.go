@@ -410,7 +410,7 @@ func listState(dir string) ([]stateFile, error) {
 // be).
 func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found func(string)) error {
 	if stateDir == "" {
-		stateDir = DefaultStateDir
+		stateDir = StateDir()
 	}
 	files, err := listState(stateDir)
 	if err != nil {

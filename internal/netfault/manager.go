@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/chaos-harness/chaos/internal/journalfile"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -26,7 +27,7 @@ type Config struct {
 	// SystemDir is the run's system directory: the journal is kept there
 	// too, and network.json is written there at the end.
 	SystemDir string
-	// StateDir holds the journals chaos cleanup reads (DefaultStateDir
+	// StateDir holds the journals chaos cleanup reads (StateDir
 	// when empty).
 	StateDir string
 	// Record writes a timeline event.
@@ -36,10 +37,11 @@ type Config struct {
 	NoNetem bool
 }
 
-// DefaultStateDir holds one journal per run that applied network rules,
-// named <run id>.<harness pid>.<harness start time>.jsonl, so chaos cleanup
-// can tell the runs whose harness is gone.
-const DefaultStateDir = "/run/chaos/net"
+// StateDir holds one journal per run that applied network rules, named
+// <run id>.<harness pid>.<harness start time>.jsonl, so chaos cleanup can
+// tell the runs whose harness is gone: /run/chaos/net, or net under
+// $CHAOS_STATE_DIR.
+func StateDir() string { return journalfile.Dir("net") }
 
 // Target is what a fault acts on: a handle's name and its network.
 type Target struct {
@@ -107,7 +109,7 @@ type nsInfo struct {
 // until the first rule.
 func NewManager(cfg Config) *Manager {
 	if cfg.StateDir == "" {
-		cfg.StateDir = DefaultStateDir
+		cfg.StateDir = StateDir()
 	}
 	if cfg.Record == nil {
 		cfg.Record = func(string, ...rundir.Field) {}

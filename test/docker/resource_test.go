@@ -276,7 +276,7 @@ flow:
 	if h, f := helpers(), fillers(); len(h)+len(f) > 0 {
 		t.Errorf("left after chaos cleanup: helpers %v, filler files %v", h, f)
 	}
-	if m, _ := filepath.Glob(filepath.Join(fault.DefaultResourceStateDir, cgroup.SafeName(runID, 200)+".*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(fault.ResourceStateDir(), cgroup.SafeName(runID, 200)+".*")); len(m) > 0 {
 		t.Errorf("journals left for chaos cleanup: %v", m)
 	}
 	if n := strings.Count(string(out), "undid "); n != 9 {

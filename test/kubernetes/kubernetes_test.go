@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/chaos-harness/chaos/internal/journalfile"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -44,6 +45,10 @@ func run(m *testing.M) int {
 		panic(err)
 	}
 	defer os.RemoveAll(tmp)
+	// The journals of this package's runs are its own: its chaos cleanup
+	// with no run id (every run whose harness is gone) must not undo what
+	// another package's killed run holds while its test still looks.
+	os.Setenv(journalfile.StateEnv, filepath.Join(tmp, "state"))
 	chaosBin = filepath.Join(tmp, "chaos")
 	build := exec.Command("go", "build", "-o", chaosBin, "./cmd/chaos")
 	build.Dir = root
