@@ -772,6 +772,51 @@ func TestCleanupDeadRuns(t *testing.T) {
 	}
 }
 
+// TestCleanupWithoutRunIDTakesAHookContainer: a container a run's hook
+// made carries chaos.run only (no owner labels); cleanup without a run id
+// removes it with its run when the run's own containers say the harness is
+// gone, and leaves it when they say it lives, or when its run has nothing
+// that says (a dead run's hook container was left running). Not parallel,
+// as TestCleanupDeadRuns.
+func TestCleanupWithoutRunIDTakesAHookContainer(t *testing.T) {
+	img := needEngine(t)
+	cli, err := Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := ownerLabels(randomID("dead"))
+	dead[LabelPid] = strconv.Itoa(cmd.Process.Pid)
+	dead[LabelPidStart] = "1"
+	live := ownerLabels(randomID("live"))
+	unknown := randomID("unknown")
+	startForeign(t, cli, img, "chaos-"+dead[LabelRun], dead)
+	startForeign(t, cli, img, "chaos-"+live[LabelRun], live)
+	hooks := map[string]bool{} // name: removed, as it should be
+	for run, want := range map[string]bool{dead[LabelRun]: true, live[LabelRun]: false, unknown: false} {
+		name := "hook-" + run
+		startForeign(t, cli, img, name, map[string]string{LabelRun: run})
+		hooks[name] = want
+	}
+	res, err := CleanupRuns(ctx(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range hooks {
+		if got := slices.Contains(res.Removed, name); got != want {
+			t.Errorf("%s removed %v, want %v (%+v)", name, got, want, res)
+		}
+		_, err := cli.ContainerInspect(ctx(t), name, client.ContainerInspectOptions{})
+		if gone := cerrdefs.IsNotFound(err); gone != want {
+			t.Errorf("%s gone %v, want %v (%v)", name, gone, want, err)
+		}
+	}
+}
+
 func TestPreflight(t *testing.T) {
 	t.Parallel()
 	img := needEngine(t)

@@ -364,7 +364,10 @@ type CleanupResult struct {
 // Cleanup removes every container, network and volume labelled
 // chaos.run=<runID>. With runID "", it removes those of every run whose
 // harness process is gone (chaos.pid no longer alive on this host and pid
-// namespace), and leaves live runs' and unknown ones alone.
+// namespace), and leaves live runs' and unknown ones alone. What a run's
+// hook made carries chaos.run only, not the harness's owner labels: it goes
+// with a run whose own objects say its harness is gone, and none that it
+// lives.
 func Cleanup(ctx context.Context, runID string) (removed []string, err error) {
 	res, err := CleanupRuns(ctx, runID)
 	return res.Removed, err
@@ -384,7 +387,43 @@ func CleanupRuns(ctx context.Context, runID string) (CleanupResult, error) {
 	} else {
 		f.Add("label", LabelRun)
 	}
-	// eligible decides per object, by its own labels.
+	// Everything is listed before anything is removed: a hook's
+	// container is judged by its run's other objects.
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	// The runs whose owner-labelled objects say their harness is gone,
+	// and those any says lives.
+	gone, live := map[string]bool{}, map[string]bool{}
+	note := func(labels map[string]string) {
+		if alive, known := harnessAlive(labels); known {
+			if alive {
+				live[labels[LabelRun]] = true
+			} else {
+				gone[labels[LabelRun]] = true
+			}
+		}
+	}
+	for _, s := range cs.Items {
+		note(s.Labels)
+	}
+	for _, n := range ns.Items {
+		note(n.Labels)
+	}
+	for _, v := range vs.Items {
+		note(v.Labels)
+	}
+	// eligible decides per object, by its own labels, else by its run's.
 	eligible := func(labels map[string]string) (string, bool) {
 		run := labels[LabelRun]
 		if run == "" {
@@ -393,13 +432,10 @@ func CleanupRuns(ctx context.Context, runID string) (CleanupResult, error) {
 		if runID != "" {
 			return run, run == runID
 		}
-		alive, known := harnessAlive(labels)
-		return run, known && !alive
-	}
-	var errs []error
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	if err != nil {
-		return res, err
+		if alive, known := harnessAlive(labels); known {
+			return run, !alive
+		}
+		return run, gone[run] && !live[run]
 	}
 	for _, s := range cs.Items {
 		c := fromSummary(s)
@@ -415,33 +451,25 @@ func CleanupRuns(ctx context.Context, runID string) (CleanupResult, error) {
 		}
 		res.Removed = append(res.Removed, c.Name)
 	}
-	if ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, n := range ns.Items {
-			if _, ok := eligible(n.Labels); !ok {
-				continue
-			}
-			if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("removing network %s: %w", n.Name, err))
-				continue
-			}
-			res.Removed = append(res.Removed, "network "+n.Name)
+	for _, n := range ns.Items {
+		if _, ok := eligible(n.Labels); !ok {
+			continue
 		}
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing network %s: %w", n.Name, err))
+			continue
+		}
+		res.Removed = append(res.Removed, "network "+n.Name)
 	}
-	if vs, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}); err != nil {
-		errs = append(errs, err)
-	} else {
-		for _, v := range vs.Items {
-			if _, ok := eligible(v.Labels); !ok {
-				continue
-			}
-			if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("removing volume %s: %w", v.Name, err))
-				continue
-			}
-			res.Removed = append(res.Removed, "volume "+v.Name)
+	for _, v := range vs.Items {
+		if _, ok := eligible(v.Labels); !ok {
+			continue
 		}
+		if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing volume %s: %w", v.Name, err))
+			continue
+		}
+		res.Removed = append(res.Removed, "volume "+v.Name)
 	}
 	return res, errors.Join(errs...)
 }
