@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 //go:embed fake.bin
@@ -82,7 +84,7 @@ func jumpTarget(b []byte) (uint64, bool) {
 // patched process inherits it), that patch with its page. Journal the
 // plan before calling Apply.
 func Plan(pid int) (Patch, bool, error) {
-	start, err := StartTime(pid)
+	start, err := proc.StartTime(pid)
 	if err != nil {
 		return Patch{}, false, err
 	}
@@ -192,7 +194,7 @@ func Restore(p Patch) (gone bool, err error) {
 	}
 	cur, patched, err := Plan(p.Pid)
 	if err != nil {
-		if _, serr := StartTime(p.Pid); serr != nil {
+		if _, serr := proc.StartTime(p.Pid); serr != nil {
 			return true, nil
 		}
 		return false, err
@@ -222,7 +224,7 @@ func Restore(p Patch) (gone bool, err error) {
 		})
 	}
 	if err != nil {
-		if _, serr := StartTime(p.Pid); serr != nil {
+		if _, serr := proc.StartTime(p.Pid); serr != nil {
 			return true, nil
 		}
 	}
@@ -240,7 +242,7 @@ func (p Patch) ranges() [][2]uint64 {
 }
 
 func same(p Patch) error {
-	st, err := StartTime(p.Pid)
+	st, err := proc.StartTime(p.Pid)
 	if err != nil {
 		return err
 	}
@@ -285,7 +287,7 @@ func stopped(pid int, start uint64, busy [][2]uint64, fn func(t *tracee) error) 
 			t.detach()
 			return err
 		}
-		if st, err := StartTime(pid); err != nil || st != start {
+		if st, err := proc.StartTime(pid); err != nil || st != start {
 			t.detach()
 			return fmt.Errorf("pid %d has exited", pid)
 		}

@@ -89,25 +89,6 @@ type Patch struct {
 // process that has exited, or one started with vdso=0).
 var ErrNoVDSO = errors.New("no vDSO mapped")
 
-// StartTime is a process's start time (clock ticks after boot, field 22
-// of /proc/PID/stat).
-func StartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("unreadable stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, errors.New("short stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
 // TracerPid is the TracerPid field of /proc/PID/status.
 func TracerPid(pid int) (int, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")

@@ -13,6 +13,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/clockpatch"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -123,7 +124,7 @@ func (c *clockApp) patchNew(pids []int) error {
 		}
 		p, already, err := clockpatch.Plan(pid)
 		if err != nil {
-			if _, serr := clockpatch.StartTime(pid); serr != nil || errors.Is(err, clockpatch.ErrNoVDSO) {
+			if _, serr := proc.StartTime(pid); serr != nil || errors.Is(err, clockpatch.ErrNoVDSO) {
 				continue
 			}
 			errs = append(errs, fmt.Errorf("pid %d: %w", pid, err))
@@ -158,7 +159,7 @@ func (c *clockApp) patchNew(pids []int) error {
 			c.mu.Unlock()
 		}
 		if err != nil {
-			if _, serr := clockpatch.StartTime(pid); serr != nil {
+			if _, serr := proc.StartTime(pid); serr != nil {
 				continue
 			}
 			errs = append(errs, fmt.Errorf("pid %d: %w", pid, err))

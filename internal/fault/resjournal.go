@@ -18,6 +18,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/clockpatch"
 	"github.com/chaos-harness/chaos/internal/journalfile"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // The resource journal: every change a resource fault makes is written
@@ -189,7 +190,7 @@ func (j *ResourceJournal) openLocked() error {
 		files = append(files, f)
 	}
 	pid := os.Getpid()
-	st, err := procStartTime(pid)
+	st, err := proc.StartTime(pid)
 	if err == nil {
 		err = os.MkdirAll(j.stateDir, 0o700)
 	}
@@ -274,7 +275,7 @@ func CleanupResources(ctx context.Context, stateDir, runID string, dryRun bool, 
 		if runID != "" && parts[0] != cgroup.SafeName(runID, 200) {
 			continue
 		}
-		if st, err := procStartTime(pid); err == nil && st == start {
+		if st, err := proc.StartTime(pid); err == nil && st == start {
 			continue // a live run reverts its own
 		}
 		path := filepath.Join(stateDir, de.Name())
@@ -313,7 +314,7 @@ func undoEntry(ctx context.Context, e ResourceEntry, dryRun bool) (string, error
 	of := fmt.Sprintf("of %s on %s (operation %s, run %s)", e.Fault, e.Target, e.Operation, e.RunID)
 	switch {
 	case e.Pid > 0:
-		if st, err := procStartTime(e.Pid); err != nil || st != e.Start {
+		if st, err := proc.StartTime(e.Pid); err != nil || st != e.Start {
 			return "", nil // gone, or the pid is another process's now
 		}
 		desc := fmt.Sprintf("stress helper pid %d %s", e.Pid, of)
@@ -346,7 +347,7 @@ func undoEntry(ctx context.Context, e ResourceEntry, dryRun bool) (string, error
 		if patched, err := clockpatch.Patched(e.Clock.Pid); err != nil || !patched {
 			return "", nil // gone, or its clock is true already
 		}
-		if st, err := clockpatch.StartTime(e.Clock.Pid); err != nil || st != e.Clock.Start {
+		if st, err := proc.StartTime(e.Clock.Pid); err != nil || st != e.Clock.Start {
 			return "", nil // the pid is another process's now
 		}
 		desc := fmt.Sprintf("fake clock of pid %d %s", e.Clock.Pid, of)
@@ -366,23 +367,4 @@ func undoEntry(ctx context.Context, e ResourceEntry, dryRun bool) (string, error
 		return desc, os.Remove(e.File)
 	}
 	return "", nil
-}
-
-// procStartTime is a process's start time (clock ticks after boot, field
-// 22 of /proc/PID/stat), which with its pid names it across pid reuse.
-func procStartTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("unreadable stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, errors.New("short stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }

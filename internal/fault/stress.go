@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // StressCommand is the hidden subcommand of the chaos binary that is the
@@ -111,7 +113,7 @@ func watchHarness(h string) {
 		select {}
 	}
 	for {
-		if st, err := procStartTime(pid); err != nil || st != start {
+		if st, err := proc.StartTime(pid); err != nil || st != start {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -145,7 +147,7 @@ func startHelper(cores float64, memory int64, env []string) (*helper, error) {
 		return nil, fmt.Errorf("finding the chaos binary for the stress helper: %w", err)
 	}
 	self := os.Getpid()
-	st, err := procStartTime(self)
+	st, err := proc.StartTime(self)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func startHelper(cores float64, memory int64, env []string) (*helper, error) {
 		return nil, fmt.Errorf("starting the stress helper: %w", err)
 	}
 	h := &helper{cmd: cmd, in: in, done: make(chan struct{})}
-	h.start, _ = procStartTime(cmd.Process.Pid)
+	h.start, _ = proc.StartTime(cmd.Process.Pid)
 	go func() { _ = cmd.Wait(); close(h.done) }()
 	return h, nil
 }

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/chaos-harness/chaos/internal/journalfile"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // The journal: one JSON line per attempt to apply a rule, written before
@@ -342,25 +343,6 @@ func validDevice(s string) bool {
 	return true
 }
 
-// procStart is a process's start time (clock ticks after boot, field 22 of
-// /proc/PID/stat).
-func procStart(pid int) (uint64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("unreadable stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, errors.New("short stat")
-	}
-	return strconv.ParseUint(f[19], 10, 64)
-}
-
 // stateFile is one journal under the state directory.
 type stateFile struct {
 	path, runID string
@@ -369,7 +351,7 @@ type stateFile struct {
 }
 
 func (s stateFile) harnessAlive() bool {
-	st, err := procStart(s.pid)
+	st, err := proc.StartTime(s.pid)
 	return err == nil && st == s.start
 }
 

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/journalfile"
+	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -631,7 +632,7 @@ func (m *Manager) Close() {
 // statePath is the run's journal under the state directory.
 func (m *Manager) statePath() (string, error) {
 	pid := os.Getpid()
-	start, err := procStart(pid)
+	start, err := proc.StartTime(pid)
 	if err != nil {
 		return "", err
 	}

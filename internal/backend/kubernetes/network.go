@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // The network faults act on a pod's network namespace (its sandbox's, which
@@ -98,29 +99,11 @@ func hostPidOf(ids []string) int {
 		if !found {
 			continue
 		}
-		if st, err := startTime(pid); err == nil && (best == 0 || st < bestStart) {
+		if st, err := proc.StartTime(pid); err == nil && (best == 0 || st < bestStart) {
 			best, bestStart = pid, st
 		}
 	}
 	return best
-}
-
-// startTime is when a process started (field 22 of /proc/<pid>/stat).
-func startTime(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("pid %d: short stat", pid)
-	}
-	return strconv.ParseUint(f[19], 10, 64)
 }
 
 // Network is the instance's pod's network.
