@@ -141,10 +141,20 @@ func Plan(pid int) (Patch, bool, error) {
 	return p, patched > 0, nil
 }
 
+// ErrStale is Apply's answer for a process whose vDSO is not the one its
+// patch was planned on: it ran a new program (exec) between Plan and
+// Apply, and the new program has a vDSO of its own. Plan it again.
+var ErrStale = errors.New("the process ran a new program since its patch was planned")
+
 // Apply patches p.Pid's vDSO with the fake set to s, filling in p.Page.
 // Every thread is stopped while its code changes, and detached after.
 func Apply(p *Patch, s Shift) error {
 	return withStopped(p.Pid, p.Start, p.ranges(), func(t *tracee) error {
+		// Stopped, it can no longer exec: the plan holds from here on, or
+		// it never will.
+		if err := p.current(); err != nil {
+			return err
+		}
 		page, err := t.syscall(p.Entries[0].Addr, unix.SYS_MMAP, 0, pageSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uint64(0), 0)
 		if err != nil {
 			return fmt.Errorf("mapping a page in the process: %w", err)
@@ -229,6 +239,28 @@ func Restore(p Patch) (gone bool, err error) {
 		}
 	}
 	return false, err
+}
+
+// current returns ErrStale unless p.Pid's vDSO is still the one p was
+// planned on: each entry inside it, with the bytes Plan read there.
+func (p Patch) current() error {
+	lo, hi, err := vdsoRange(p.Pid)
+	if errors.Is(err, ErrNoVDSO) {
+		return ErrStale
+	}
+	if err != nil {
+		return err
+	}
+	b := make([]byte, patchLen)
+	for _, e := range p.Entries {
+		if e.Addr < lo || e.Addr+patchLen > hi {
+			return ErrStale
+		}
+		if err := readMem(p.Pid, e.Addr, b); err != nil || !bytes.Equal(b, e.Orig) {
+			return ErrStale
+		}
+	}
+	return nil
 }
 
 // ranges are the patched entries, which no thread may be executing while

@@ -463,3 +463,52 @@ func TestSetRefusesAnUnpatchedProcess(t *testing.T) {
 		t.Errorf("%+.3fs off", rt)
 	}
 }
+
+// TestApplyAfterAnExec: a process planned, then running a new program
+// before it is patched (a shell's child about to exec the program, as a
+// run's wrapper starts its command), is refused with ErrStale, never
+// written at its old vDSO's addresses (that was "read /proc/PID/mem:
+// input/output error", failing the fault); planned again, it is patched.
+func TestApplyAfterAnExec(t *testing.T) {
+	root(t)
+	sleep := need(t, "sleep")
+	cmd := exec.Command("sh", "-c", "read x; exec "+sleep+" 30")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	stale, _, err := Plan(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Write([]byte("\n"))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); filepath.Base(exe) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell did not exec sleep")
+		}
+	}
+	if err := Apply(&stale, Shift{Offset: time.Hour}); !errors.Is(err, ErrStale) || stale.Page != 0 {
+		t.Fatalf("Apply of the plan made before the exec: %v (page %#x), want ErrStale and no page", err, stale.Page)
+	}
+	fresh, _, err := Plan(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(&fresh, Shift{Offset: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := Patched(pid); err != nil || !ok {
+		t.Fatalf("after the second plan: patched %v, %v", ok, err)
+	}
+	if _, err := Restore(fresh); err != nil {
+		t.Fatal(err)
+	}
+}

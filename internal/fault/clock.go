@@ -122,50 +122,76 @@ func (c *clockApp) patchNew(pids []int) error {
 			}
 			// It ran a new program since, which has a vDSO of its own.
 		}
-		p, already, err := clockpatch.Plan(pid)
-		if err != nil {
-			if _, serr := proc.StartTime(pid); serr != nil || errors.Is(err, clockpatch.ErrNoVDSO) {
+		// A process that runs a new program between the plan and the
+		// patch (a shell's child about to exec the program) is planned
+		// again, on its new vDSO.
+		for try := 0; ; try++ {
+			err := c.patchOne(pid, s)
+			if errors.Is(err, clockpatch.ErrStale) && try < 5 {
 				continue
 			}
-			errs = append(errs, fmt.Errorf("pid %d: %w", pid, err))
-			continue
-		}
-		if already {
-			// Forked from a process of this fault, it has a copy of
-			// its page; anything else holds another clock fault.
-			if !c.owns(p.Page) {
-				errs = append(errs, fmt.Errorf("pid %d already runs a fake clock (another clock fault holds it)", pid))
-				continue
+			if errors.Is(err, clockpatch.ErrStale) {
+				err = fmt.Errorf("pid %d: %w", pid, err)
 			}
-			if err := c.a.write(ResourceEntry{Clock: &p}); err != nil {
-				return err
+			if err != nil {
+				errs = append(errs, err)
 			}
-			c.mu.Lock()
-			c.patches[pid] = p
-			c.mu.Unlock()
-			if err := clockpatch.Set(p, s); err != nil {
-				errs = append(errs, fmt.Errorf("pid %d: %w", pid, err))
-			}
-			continue
-		}
-		// Journalled before it is made: its bytes, to be put back.
-		if err := c.a.write(ResourceEntry{Clock: &p}); err != nil {
-			return err
-		}
-		err = clockpatch.Apply(&p, s)
-		if p.Page != 0 {
-			c.mu.Lock()
-			c.patches[pid] = p
-			c.mu.Unlock()
-		}
-		if err != nil {
-			if _, serr := proc.StartTime(pid); serr != nil {
-				continue
-			}
-			errs = append(errs, fmt.Errorf("pid %d: %w", pid, err))
+			break
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// patchOne patches pid, or, forked from a process of this fault, takes
+// its copy of the fake; a process that exits meanwhile, or has no vDSO,
+// is passed over. The error names the pid, but for ErrStale.
+func (c *clockApp) patchOne(pid int, s clockpatch.Shift) error {
+	p, already, err := clockpatch.Plan(pid)
+	if err != nil {
+		if _, serr := proc.StartTime(pid); serr != nil || errors.Is(err, clockpatch.ErrNoVDSO) {
+			return nil
+		}
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	if already {
+		// Forked from a process of this fault, it has a copy of its
+		// page; anything else holds another clock fault.
+		if !c.owns(p.Page) {
+			return fmt.Errorf("pid %d already runs a fake clock (another clock fault holds it)", pid)
+		}
+		if err := c.a.write(ResourceEntry{Clock: &p}); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.patches[pid] = p
+		c.mu.Unlock()
+		if err := clockpatch.Set(p, s); err != nil {
+			return fmt.Errorf("pid %d: %w", pid, err)
+		}
+		return nil
+	}
+	// Journalled before it is made: its bytes, to be put back. A stale
+	// plan's line is harmless: cleanup undoes the latest first, and finds
+	// nothing of the older left to undo.
+	if err := c.a.write(ResourceEntry{Clock: &p}); err != nil {
+		return err
+	}
+	err = clockpatch.Apply(&p, s)
+	if p.Page != 0 {
+		c.mu.Lock()
+		c.patches[pid] = p
+		c.mu.Unlock()
+	}
+	if errors.Is(err, clockpatch.ErrStale) {
+		return err
+	}
+	if err != nil {
+		if _, serr := proc.StartTime(pid); serr != nil {
+			return nil
+		}
+		return fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return nil
 }
 
 func (c *clockApp) owns(page uint64) bool {
