@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -250,35 +247,16 @@ func CleanupResources(ctx context.Context, stateDir, runID string, dryRun bool, 
 	if stateDir == "" {
 		stateDir = ResourceStateDir()
 	}
-	ents, err := os.ReadDir(stateDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	run := ""
+	if runID != "" {
+		run = cgroup.SafeName(runID, 200)
 	}
+	paths, err := journalfile.Gone(stateDir, run)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, de := range ents {
-		name, ok := strings.CutSuffix(de.Name(), ".jsonl")
-		if !ok {
-			continue
-		}
-		parts := strings.Split(name, ".")
-		if len(parts) != 3 {
-			continue
-		}
-		pid, err1 := strconv.Atoi(parts[1])
-		start, err2 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		if runID != "" && parts[0] != cgroup.SafeName(runID, 200) {
-			continue
-		}
-		if st, err := proc.StartTime(pid); err == nil && st == start {
-			continue // a live run reverts its own
-		}
-		path := filepath.Join(stateDir, de.Name())
+	for _, path := range paths {
 		left, err := ReadResourceJournal(path)
 		if err != nil {
 			errs = append(errs, err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -177,29 +176,16 @@ func Cleanup(stateDir, runID string, dryRun bool, found func(string)) error {
 	if stateDir == "" {
 		stateDir = StateDir()
 	}
-	ents, err := os.ReadDir(stateDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	run := ""
+	if runID != "" {
+		run = cgroup.SafeName(runID, 200)
 	}
+	paths, err := journalfile.Gone(stateDir, run)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, de := range ents {
-		name, ok := strings.CutSuffix(de.Name(), ".jsonl")
-		parts := strings.Split(name, ".")
-		if !ok || len(parts) != 3 {
-			continue
-		}
-		pid, err1 := strconv.Atoi(parts[1])
-		start, err2 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil || (runID != "" && parts[0] != cgroup.SafeName(runID, 200)) {
-			continue
-		}
-		if st, err := proc.StartTime(pid); err == nil && st == start {
-			continue // a live run unmounts its own
-		}
-		path := filepath.Join(stateDir, de.Name())
+	for _, path := range paths {
 		left, err := ReadJournal(path)
 		if err != nil {
 			errs = append(errs, err)

@@ -13,13 +13,17 @@ package journalfile
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
+	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/safefile"
 )
 
@@ -119,4 +123,37 @@ func Dir(kind string) string {
 		root = "/run/chaos"
 	}
 	return filepath.Join(root, kind)
+}
+
+// Gone returns the journals in dir (named <run>.<harness pid>.<harness
+// start time>.jsonl) whose harness is gone: no process has that pid and
+// start time. With run "" those of every run, else of the run whose name
+// in a file name is run. A live run's journal is never returned: it undoes
+// its own changes.
+func Gone(dir, run string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, de := range ents {
+		name, ok := strings.CutSuffix(de.Name(), ".jsonl")
+		parts := strings.Split(name, ".")
+		if !ok || len(parts) != 3 || (run != "" && parts[0] != run) {
+			continue
+		}
+		pid, err1 := strconv.Atoi(parts[1])
+		start, err2 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if st, err := proc.StartTime(pid); err == nil && st == start {
+			continue
+		}
+		out = append(out, filepath.Join(dir, de.Name()))
+	}
+	return out, nil
 }

@@ -2,8 +2,10 @@ package journalfile_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/fsfault"
 	"github.com/chaos-harness/chaos/internal/journalfile"
 	"github.com/chaos-harness/chaos/internal/netfault"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 const run = "20260101T000000Z-abcd"
@@ -116,5 +119,53 @@ func write(t *testing.T, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGone: the journals chaos cleanup takes up are those whose harness
+// (the pid and start time in the name) is gone, of the run asked for or,
+// with none, of every run; a live harness's never.
+func TestGone(t *testing.T) {
+	dir := t.TempDir()
+	self, err := proc.StartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := fmt.Sprintf("%s.%d.%d.jsonl", run, os.Getpid(), self)
+	for _, name := range []string{
+		live,
+		run + ".0.1.jsonl", // no such pid
+		fmt.Sprintf("%s.%d.%d.jsonl", run, os.Getpid(), self+1), // the pid is another process now
+		"other.0.1.jsonl",
+		run + ".0.1.json",  // not a journal
+		run + ".x.1.jsonl", // not a pid
+		"a.b.0.1.jsonl",    // not three parts
+	} {
+		write(t, filepath.Join(dir, name), "")
+	}
+	for _, c := range []struct {
+		run  string
+		want []string
+	}{
+		{run, []string{run + ".0.1.jsonl", fmt.Sprintf("%s.%d.%d.jsonl", run, os.Getpid(), self+1)}},
+		{"", []string{run + ".0.1.jsonl", fmt.Sprintf("%s.%d.%d.jsonl", run, os.Getpid(), self+1), "other.0.1.jsonl"}},
+		{"none", nil},
+	} {
+		got, err := journalfile.Gone(dir, c.run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range got {
+			names = append(names, filepath.Base(p))
+		}
+		slices.Sort(names)
+		slices.Sort(c.want)
+		if !slices.Equal(names, c.want) {
+			t.Errorf("Gone(%q) = %v, want %v", c.run, names, c.want)
+		}
+	}
+	if got, err := journalfile.Gone(filepath.Join(dir, "missing"), ""); err != nil || len(got) != 0 {
+		t.Errorf("a missing directory: %v, %v", got, err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"unicode"
 
 	"github.com/chaos-harness/chaos/internal/journalfile"
-	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // The journal: one JSON line per attempt to apply a rule, written before
@@ -343,46 +341,6 @@ func validDevice(s string) bool {
 	return true
 }
 
-// stateFile is one journal under the state directory.
-type stateFile struct {
-	path, runID string
-	pid         int
-	start       uint64
-}
-
-func (s stateFile) harnessAlive() bool {
-	st, err := proc.StartTime(s.pid)
-	return err == nil && st == s.start
-}
-
-func listState(dir string) ([]stateFile, error) {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []stateFile
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".jsonl")
-		if !ok {
-			continue
-		}
-		parts := strings.Split(name, ".")
-		if len(parts) != 3 {
-			continue
-		}
-		pid, err1 := strconv.Atoi(parts[1])
-		start, err2 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		out = append(out, stateFile{path: filepath.Join(dir, e.Name()), runID: parts[0], pid: pid, start: start})
-	}
-	return out, nil
-}
-
 // Cleanup removes the rules that runs whose harness is gone left applied:
 // those of runID, or, without one, of every run whose harness no longer
 // runs (a live run's are never touched). Each rule's namespace is found
@@ -394,19 +352,18 @@ func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found fun
 	if stateDir == "" {
 		stateDir = StateDir()
 	}
-	files, err := listState(stateDir)
+	run := ""
+	if runID != "" {
+		run = safeRunID(runID)
+	}
+	// A live run removes its own rules.
+	paths, err := journalfile.Gone(stateDir, run)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, sf := range files {
-		switch {
-		case runID != "" && sf.runID != safeRunID(runID):
-			continue
-		case sf.harnessAlive():
-			continue // a live run removes its own rules
-		}
-		left, err := ReadJournal(sf.path, runID)
+	for _, path := range paths {
+		left, err := ReadJournal(path, runID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -436,7 +393,7 @@ func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found fun
 			found("removed " + desc)
 		}
 		if !dryRun && !failed {
-			os.Remove(sf.path)
+			os.Remove(path)
 		}
 	}
 	return errors.Join(errs...)

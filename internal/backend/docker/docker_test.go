@@ -736,6 +736,20 @@ func TestCaptureAndCleanup(t *testing.T) {
 	}
 }
 
+// deadOwnerLabels are the owner labels of a new run whose harness is gone:
+// a pid that no longer runs.
+func deadOwnerLabels(t *testing.T) map[string]string {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := ownerLabels(randomID("dead"))
+	dead[LabelPid] = strconv.Itoa(cmd.Process.Pid)
+	dead[LabelPidStart] = "1"
+	return dead
+}
+
 // Cleanup without a run id removes the containers of runs whose harness is
 // gone, and leaves those of live harnesses. Not parallel: another test's
 // cleanup of dead runs would rightly remove the dead run's container first.
@@ -746,14 +760,7 @@ func TestCleanupDeadRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	// A pid that no longer runs.
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := ownerLabels(randomID("dead"))
-	dead[LabelPid] = strconv.Itoa(cmd.Process.Pid)
-	dead[LabelPidStart] = "1"
+	dead := deadOwnerLabels(t)
 	live := ownerLabels(randomID("live"))
 	deadID := startForeign(t, cli, img, "chaos-"+dead[LabelRun], dead)
 	liveID := startForeign(t, cli, img, "chaos-"+live[LabelRun], live)
@@ -785,13 +792,7 @@ func TestCleanupWithoutRunIDTakesAHookContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Fatal(err)
-	}
-	dead := ownerLabels(randomID("dead"))
-	dead[LabelPid] = strconv.Itoa(cmd.Process.Pid)
-	dead[LabelPidStart] = "1"
+	dead := deadOwnerLabels(t)
 	live := ownerLabels(randomID("live"))
 	unknown := randomID("unknown")
 	startForeign(t, cli, img, "chaos-"+dead[LabelRun], dead)
