@@ -20,6 +20,53 @@ import (
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
+// needResourceRoot skips without Docker or root, unless in CI.
+func needResourceRoot(t *testing.T) {
+	t.Helper()
+	needDocker(t)
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("resource faults need root, and CI is set")
+		}
+		t.Skip("resource faults need root")
+	}
+}
+
+// window is when a fault held, in whole seconds of the machine's clock
+// (what date +%s prints): applied to reverted.
+type window struct{ from, to int64 }
+
+// runHeld runs the experiment, which must PASS, and returns the windows in
+// which each of ops held.
+func runHeld(t *testing.T, adapterFile, expFile string, ops ...string) map[string]window {
+	t.Helper()
+	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
+	}
+	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]window{}
+	for _, e := range events {
+		switch e.Name {
+		case "resource.applied":
+			held[e.String("operation")] = window{from: e.TS.Unix()}
+		case "resource.reverted":
+			w := held[e.String("operation")]
+			w.to = e.TS.Unix()
+			held[e.String("operation")] = w
+		}
+	}
+	for _, op := range ops {
+		if w := held[op]; w.from == 0 || w.to == 0 {
+			t.Fatalf("%s: applied at %d, reverted at %d", op, w.from, w.to)
+		}
+	}
+	return held
+}
+
 // probeScript runs in the target's container: every half second a
 // subshell writes 1 MiB with direct I/O to /data (the test's file system)
 // and forks ten children, and logs each outcome to /log/out with the time,
@@ -41,13 +88,7 @@ done`
 // revert the program does as before, and after the run no filler file is
 // left on the file system and its space is back.
 func TestResourceFaultsOnAContainer(t *testing.T) {
-	needDocker(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("resource faults need root, and CI is set")
-		}
-		t.Skip("resource faults need root")
-	}
+	needResourceRoot(t)
 	mnt, _ := loopfs.Mount(t, 64)
 	logs := t.TempDir()
 	os.Chmod(logs, 0o777)
@@ -88,33 +129,7 @@ flow:
         - full-disk
         - {delay: 4s}
 `), 0o644)
-	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
-	if r.code != 0 {
-		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
-	}
-	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The windows in which each fault held, in whole seconds of the
-	// machine's clock (what date +%s prints): applied to reverted.
-	type window struct{ from, to int64 }
-	held := map[string]window{}
-	for _, e := range events {
-		switch e.Name {
-		case "resource.applied":
-			held[e.String("operation")] = window{from: e.TS.Unix()}
-		case "resource.reverted":
-			w := held[e.String("operation")]
-			w.to = e.TS.Unix()
-			held[e.String("operation")] = w
-		}
-	}
-	for _, op := range []string{"slow-disk", "few-tasks", "full-disk"} {
-		if w := held[op]; w.from == 0 || w.to == 0 {
-			t.Fatalf("%s: applied at %d, reverted at %d", op, w.from, w.to)
-		}
-	}
+	held := runHeld(t, adapterFile, expFile, "slow-disk", "few-tasks", "full-disk")
 	inside := func(w window, ts int64) bool { return ts > w.from && ts < w.to }
 	after := func(w window, ts int64) bool { return ts > w.to+1 }
 	if b, err := os.ReadFile(filepath.Join(logs, "out")); err == nil && testing.Verbose() {
@@ -188,13 +203,7 @@ flow:
 // chaos cleanup --backend docker RUN then leaves no helper, no filler file
 // and no journal, and says it restored each.
 func TestResourceFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
-	needDocker(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("resource faults need root, and CI is set")
-		}
-		t.Skip("resource faults need root")
-	}
+	needResourceRoot(t)
 	mnt, _ := loopfs.Mount(t, 64)
 	dir := t.TempDir()
 	adapterFile := filepath.Join(dir, "res.yaml")
@@ -290,7 +299,9 @@ flow:
 // memoryProbe runs in the target's container (`sh /log/probe.sh out`),
 // and in a neighbour's beside it that no fault touches (to log ctl): it
 // writes a 96 MiB working set of file pages (/tmp/ws, charged to its own
-// memory group), then in a loop does a fixed piece of shell arithmetic,
+// memory group), then in a loop does a fixed piece of shell arithmetic
+// (about 0.15 s of a CPU: several of the quota's 100 ms periods, so that
+// where in a period it starts matters little; /proc/uptime counts 10 ms),
 // reads the working set through once, and logs, as a user's own program
 // would, what it sees of itself: the wall second, the uptime before the
 // work, after it and after the pass, and its groups' CPU time (ns), memory
@@ -300,7 +311,7 @@ const memoryProbe = `cd /sys/fs/cgroup
 dd if=/dev/urandom of=/tmp/ws bs=1M count=96 2>/dev/null
 while :; do
   read t0 x < /proc/uptime
-  i=0; while [ $i -lt 10000 ]; do i=$((i+1)); done
+  i=0; while [ $i -lt 25000 ]; do i=$((i+1)); done
   read t1 x < /proc/uptime
   cat /tmp/ws > /dev/null
   read t2 x < /proc/uptime
@@ -369,13 +380,7 @@ func median(v []float64) float64 {
 // reclaimed) and its pass over them slow; under memory-stress its use
 // rises by the helper's 64 MiB; after each revert it is as before.
 func TestCPUAndMemoryStressAndPressureOnAContainer(t *testing.T) {
-	needDocker(t)
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("resource faults need root, and CI is set")
-		}
-		t.Skip("resource faults need root")
-	}
+	needResourceRoot(t)
 	logs := t.TempDir()
 	os.Chmod(logs, 0o777)
 	if err := os.WriteFile(filepath.Join(logs, "probe.sh"), []byte(memoryProbe), 0o644); err != nil {
@@ -404,11 +409,11 @@ targets:
 id: docker-stress-faults
 timeout: 2m
 workloads:
-  - {name: w, run: "sleep 55"}
+  - {name: w, run: "sleep 67"}
 operations:
-  - {name: burn, uses: cpu-stress, target: app, resource: {cores: 1}, duration: 7s}
-  - {name: squeeze, uses: memory-pressure, target: app, resource: {memory: 32MiB}, duration: 7s}
-  - {name: hog, uses: memory-stress, target: app, resource: {memory: 64MiB}, duration: 7s}
+  - {name: burn, uses: cpu-stress, target: app, resource: {cores: 1}, duration: 9s}
+  - {name: squeeze, uses: memory-pressure, target: app, resource: {memory: 32MiB}, duration: 9s}
+  - {name: hog, uses: memory-stress, target: app, resource: {memory: 64MiB}, duration: 9s}
 flow:
   parallel:
     - w
@@ -416,37 +421,13 @@ flow:
         - {wait: {workload: w, condition: running}}
         - {delay: 10s}
         - burn
-        - {delay: 5s}
+        - {delay: 7s}
         - squeeze
         - {delay: 5s}
         - hog
         - {delay: 5s}
 `), 0o644)
-	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
-	if r.code != 0 {
-		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
-	}
-	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	type window struct{ from, to int64 }
-	held := map[string]window{}
-	for _, e := range events {
-		switch e.Name {
-		case "resource.applied":
-			held[e.String("operation")] = window{from: e.TS.Unix()}
-		case "resource.reverted":
-			w := held[e.String("operation")]
-			w.to = e.TS.Unix()
-			held[e.String("operation")] = w
-		}
-	}
-	for _, op := range []string{"burn", "squeeze", "hog"} {
-		if w := held[op]; w.from == 0 || w.to == 0 {
-			t.Fatalf("%s: applied at %d, reverted at %d", op, w.from, w.to)
-		}
-	}
+	held := runHeld(t, adapterFile, expFile, "burn", "squeeze", "hog")
 	lines, ctl := readProbe(t, filepath.Join(logs, "out")), readProbe(t, filepath.Join(logs, "ctl"))
 	if testing.Verbose() {
 		b, _ := os.ReadFile(filepath.Join(logs, "out"))
