@@ -110,6 +110,9 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 	// but for abortGrace at most, so nothing keeps an aborted run alive.
 	down, stop := seeThrough(ctx)
 	defer stop()
+	if done, err := applyRemote(ctx, env, op, h); done || err != nil {
+		return err
+	}
 	switch op.Fault {
 	case experiment.FaultKill:
 		if e, ok := h.(Ender); ok {
@@ -163,6 +166,33 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		return applyClock(ctx, env, op, h)
 	}
 	return fmt.Errorf("unknown fault %s", op.Fault)
+}
+
+// nodeFault says whether fault f acts on what only the handle's node
+// reaches (its cgroups, its network namespace, its processes).
+func nodeFault(f string) bool {
+	switch f {
+	case experiment.FaultFreeze, experiment.FaultLatency, experiment.FaultLoss, experiment.FaultBandwidth, experiment.FaultReset, experiment.FaultBlackhole:
+		return true
+	}
+	return experiment.IsResourceFault(f) || experiment.IsClockFault(f)
+}
+
+// applyRemote applies a node fault through the agent of h's node, when h
+// has one (backend.Remote), and holds it as the fault is held here; done
+// is false when the fault is to be applied from this machine.
+func applyRemote(ctx context.Context, env Env, op Op, h backend.Handle) (done bool, err error) {
+	r, ok := h.(backend.Remote)
+	if !ok || !nodeFault(op.Fault) {
+		return false, nil
+	}
+	f := backend.RemoteFault{Fault: op.Fault, Operation: op.Operation, Run: op.Run, Network: op.Network, Resource: op.Resource, Clock: op.Clock}
+	// As a local application, one that has begun is seen through.
+	undo, remote, err := r.ApplyRemote(context.WithoutCancel(ctx), f)
+	if err != nil || !remote {
+		return remote || err != nil, err
+	}
+	return true, hold(ctx, env, op, undo)
 }
 
 // back brings h up again and waits until it is ready.

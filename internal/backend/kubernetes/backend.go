@@ -71,6 +71,8 @@ type Backend struct {
 	snaps map[string][]corev1.Pod
 	// net hands the instances their peers' addresses (netenv.go).
 	net *netEnv
+	// agents is the run's lease with the node agents (agent.go).
+	agents agentState
 
 	// dropUpdate, for tests, loses the pod updates it returns true for,
 	// as if the watch had never delivered them.

@@ -61,21 +61,30 @@ func (b *Backend) runScope() scope { return scope{ns: b.ns} }
 // its namespace, its controller, or the pod itself. Everything is read
 // anew.
 func (b *Backend) consented(ctx context.Context, p *corev1.Pod) (string, error) {
+	return Consented(ctx, b.cs, p)
+}
+
+// Consented is consented with client cs: the node agent asks it too.
+func Consented(ctx context.Context, cs kubeapi.Interface, p *corev1.Pod) (string, error) {
 	if allows(p.ObjectMeta) {
 		return "pod " + p.Name, nil
 	}
-	ns, err := b.cs.Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
+	ns, err := cs.Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
 	if err != nil && !apierrors.IsForbidden(err) {
 		return "", err
 	}
 	if err == nil && allows(ns.ObjectMeta) {
 		return "namespace " + ns.Name, nil
 	}
-	ref, ok, err := b.controllerOf(ctx, p)
+	ref, ok, err := controllerOf(ctx, cs, p)
 	if err != nil || !ok {
 		return "", err
 	}
-	m, err := b.controllerMeta(ctx, ref)
+	a, err := apiFor(ctx, cs, ref)
+	if err != nil {
+		return "", err
+	}
+	m, err := a.meta()
 	if err != nil {
 		return "", err
 	}

@@ -24,8 +24,11 @@ func (f fakeClient) ConfigMaps(ns string) kubeapi.ConfigMapInterface {
 func (f fakeClient) Events(ns string) kubeapi.EventInterface { return f.cs.CoreV1().Events(ns) }
 func (f fakeClient) Namespaces() kubeapi.NamespaceInterface  { return f.cs.CoreV1().Namespaces() }
 func (f fakeClient) Nodes() kubeapi.NodeInterface            { return f.cs.CoreV1().Nodes() }
-func (f fakeClient) Jobs(ns string) kubeapi.JobInterface     { return f.cs.BatchV1().Jobs(ns) }
-func (f fakeClient) CoreRESTClient() rest.Interface          { return f.cs.CoreV1().RESTClient() }
+func (f fakeClient) Leases(ns string) kubeapi.LeaseInterface {
+	return f.cs.CoordinationV1().Leases(ns)
+}
+func (f fakeClient) Jobs(ns string) kubeapi.JobInterface { return f.cs.BatchV1().Jobs(ns) }
+func (f fakeClient) CoreRESTClient() rest.Interface      { return f.cs.CoreV1().RESTClient() }
 func (f fakeClient) SelfSubjectAccessReviews() kubeapi.SelfSubjectAccessReviewInterface {
 	return f.cs.AuthorizationV1().SelfSubjectAccessReviews()
 }

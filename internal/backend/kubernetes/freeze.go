@@ -56,7 +56,7 @@ func containerGroups(p *corev1.Pod, skip string) (ctrs []*cgroup.Group, pod *cgr
 		}
 		pid := hostPidOf([]string{id})
 		if pid == 0 {
-			return nil, nil, fmt.Errorf("pod %s runs on node %s: its container %s is no process of this machine, and a freeze needs the pod's cgroups (a node agent would reach them there; this build has none)", p.Name, p.Spec.NodeName, st.Name)
+			return nil, nil, fmt.Errorf("pod %s runs on node %s: its container %s is no process of this machine, and a freeze needs the pod's cgroups (install the node agent, chaos agent install, to reach them there)", p.Name, p.Spec.NodeName, st.Name)
 		}
 		cgs, err := cgroup.ProcCgroups(pid)
 		if err != nil {
@@ -113,6 +113,11 @@ func (b *Backend) freezePod(ctx context.Context, sc scope, name string) error {
 			return fmt.Errorf("writing on pod %s who froze it: %w", p.Name, err)
 		}
 	}
+	return freezeGroups(ctx, groups)
+}
+
+// freezeGroups freezes every group, or none.
+func freezeGroups(ctx context.Context, groups []*cgroup.Group) error {
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for i, g := range groups {

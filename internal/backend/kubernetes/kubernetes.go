@@ -155,15 +155,17 @@ type options struct {
 	noExec bool
 	// targetNamespaces are where external pod targets are, by target.
 	targetNamespaces map[string]string
+	// agentNamespace is where the node agents run (agent.go).
+	agentNamespace string
 }
 
 // optionKeys are the keys an adapter's options may have.
-var optionKeys = []string{"kubeconfig", "namespace", "restart-policy", "image-pull-policy", "collector-image", "cpu", "memory", "memory-limit", "grace", "qps", "burst", "node-selector", "tolerations", "exec", "target-namespaces"}
+var optionKeys = []string{"kubeconfig", "namespace", "restart-policy", "image-pull-policy", "collector-image", "cpu", "memory", "memory-limit", "grace", "qps", "burst", "node-selector", "tolerations", "exec", "target-namespaces", "agent-namespace"}
 
 var namespacePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func parseOptions(m map[string]string) (options, error) {
-	o := options{restartPolicy: "Never", pullPolicy: "IfNotPresent", grace: 2, qps: 50, burst: 100,
+	o := options{agentNamespace: AgentNamespace, restartPolicy: "Never", pullPolicy: "IfNotPresent", grace: 2, qps: 50, burst: 100,
 		cpu: resource.MustParse("10m"), memory: resource.MustParse("32Mi"), memoryLimit: resource.MustParse("256Mi")}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v := m[k]
@@ -217,6 +219,11 @@ func parseOptions(m map[string]string) (options, error) {
 					err = fmt.Errorf("target %s: %q is not a namespace name", t, ns)
 				}
 			}
+		case "agent-namespace":
+			if !namespacePattern.MatchString(v) {
+				err = fmt.Errorf("%q is not a namespace name", v)
+			}
+			o.agentNamespace = v
 		case "exec":
 			var yes bool
 			yes, err = strconv.ParseBool(v)
@@ -359,3 +366,13 @@ func labelValue(s string) string {
 }
 
 var invalidLabel = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// NewClient is a client of the cluster env's kubeconfig (or the
+// in-cluster configuration) names, as cleanup makes one.
+func NewClient(env []string) (kubeapi.Interface, *rest.Config, error) {
+	cs, cfg, err := newClient(options{qps: 50, burst: 100}, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cs, cfg, nil
+}

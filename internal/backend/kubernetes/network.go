@@ -32,6 +32,12 @@ func (b *Backend) podNet(ctx context.Context, sc scope, name string) (backend.Ne
 	if err != nil {
 		return backend.Net{}, err
 	}
+	return netOf(p)
+}
+
+// netOf is the network of pod p, found on this machine.
+func netOf(p *corev1.Pod) (backend.Net, error) {
+	name := p.Name
 	if p.Spec.HostNetwork {
 		return backend.Net{}, fmt.Errorf("pod %s: %w: it uses the node's network (hostNetwork), which the harness never changes", name, backend.ErrUnsupported)
 	}
@@ -61,21 +67,33 @@ func (b *Backend) podNet(ctx context.Context, sc scope, name string) (backend.Ne
 	}
 	pid := hostPidOf(ids)
 	if pid == 0 {
-		return backend.Net{}, fmt.Errorf("pod %s runs on node %s: none of its containers is a process of this machine, and the harness changes only namespaces it can reach from the host", name, p.Spec.NodeName)
+		return backend.Net{}, fmt.Errorf("pod %s runs on node %s: none of its containers is a process of this machine, and the harness changes only namespaces it can reach from the host: install the node agent (chaos agent install) to reach it there", name, p.Spec.NodeName)
 	}
 	return backend.Net{NS: fmt.Sprintf("/proc/%d/ns/net", pid), Addrs: addrs, What: "pod " + name, Pid: pid}, nil
 }
 
 // hostPidOf returns a process of this machine in a container with one of
-// the ids, by the ids in /proc/<pid>/cgroup, or 0: the one that started
-// first (a container's first process, not one of the short-lived ones it
-// runs, which may be gone before its namespace is opened).
+// the ids, or 0: the one that started first (a container's first process,
+// not one of the short-lived ones it runs, which may be gone before its
+// namespace is opened).
 func hostPidOf(ids []string) int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
 	best, bestStart := 0, uint64(0)
+	for _, pid := range pidsOf(ids) {
+		if st, err := proc.StartTime(pid); err == nil && (best == 0 || st < bestStart) {
+			best, bestStart = pid, st
+		}
+	}
+	return best
+}
+
+// pidsOf are the processes of this machine in a container with one of the
+// ids, by the ids in /proc/<pid>/cgroup.
+func pidsOf(ids []string) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil || len(ids) == 0 {
+		return nil
+	}
+	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -96,14 +114,11 @@ func hostPidOf(ids []string) int {
 			}
 		}
 		f.Close()
-		if !found {
-			continue
-		}
-		if st, err := proc.StartTime(pid); err == nil && (best == 0 || st < bestStart) {
-			best, bestStart = pid, st
+		if found {
+			out = append(out, pid)
 		}
 	}
-	return best
+	return out
 }
 
 // Network is the instance's pod's network.

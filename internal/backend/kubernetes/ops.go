@@ -349,14 +349,14 @@ func (b *Backend) Sweep(ctx context.Context) error {
 // Jobs left (its namespace, Jobs and ConfigMap, labelled chaos.campaign).
 // A cluster that cannot be reached has nothing of a run to remove.
 func cleanup(ctx context.Context, c backend.Cleanup) error {
-	cs, _, err := newClient(options{qps: 50, burst: 100}, c.Env)
+	cs, cfg, err := newClient(options{qps: 50, burst: 100}, c.Env)
 	if err != nil {
 		return nil
 	}
 	if _, err := serverVersion(ctx, cs); err != nil {
 		return nil
 	}
-	return cleanupWith(ctx, cs, c)
+	return errors.Join(cleanupWith(ctx, cs, c), cleanupAgents(ctx, cfg, cs, c))
 }
 
 // ownerGone says whether an object's owner annotations name a harness of

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/cgroup"
 )
@@ -32,6 +34,13 @@ func (b *Backend) podResources(ctx context.Context, sc scope, name, ctr string) 
 	if err != nil {
 		return backend.Resources{}, err
 	}
+	return resourcesOf(p, ctr)
+}
+
+// resourcesOf are the groups on this machine of container ctr ("" the
+// first running one) of pod p.
+func resourcesOf(p *corev1.Pod, ctr string) (backend.Resources, error) {
+	name := p.Name
 	id, cname := "", ""
 	for _, st := range p.Status.ContainerStatuses {
 		if st.State.Running == nil || st.ContainerID == "" || (ctr != "" && st.Name != ctr) {
@@ -47,7 +56,7 @@ func (b *Backend) podResources(ctx context.Context, sc scope, name, ctr string) 
 	}
 	pid := hostPidOf([]string{id})
 	if pid == 0 {
-		return backend.Resources{}, fmt.Errorf("pod %s runs on node %s: its container %s is not a process of this machine, and the resource faults need its cgroups (a node agent would reach them there; this build has none)", name, p.Spec.NodeName, cname)
+		return backend.Resources{}, fmt.Errorf("pod %s runs on node %s: its container %s is not a process of this machine, and the resource faults need its cgroups (install the node agent, chaos agent install, to reach them there)", name, p.Spec.NodeName, cname)
 	}
 	h, err := cgroup.FindHierarchies()
 	if err != nil {

@@ -477,13 +477,17 @@ func (r controllerRef) key() string { return r.kind + "/" + r.name }
 // controllerOf follows a pod's owner references to the controller that
 // scales it.
 func (b *Backend) controllerOf(ctx context.Context, p *corev1.Pod) (controllerRef, bool, error) {
+	return controllerOf(ctx, b.cs, p)
+}
+
+func controllerOf(ctx context.Context, cs kubeapi.Interface, p *corev1.Pod) (controllerRef, bool, error) {
 	owner := metav1.GetControllerOf(p)
 	if owner == nil {
 		return controllerRef{}, false, nil
 	}
 	switch owner.Kind {
 	case "ReplicaSet":
-		rs, err := b.cs.ReplicaSets(p.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
+		rs, err := cs.ReplicaSets(p.Namespace).Get(ctx, owner.Name, metav1.GetOptions{})
 		if err != nil {
 			return controllerRef{}, false, err
 		}
@@ -582,15 +586,6 @@ func (b *Backend) ours(ctx context.Context, sc scope, ref controllerRef) (contro
 		return a, fmt.Errorf("refused: %s in namespace %s: neither it nor its namespace carries %s: \"true\"", ref.key(), ref.ns, ConsentKey)
 	}
 	return a, fmt.Errorf("%s: %w", ref.key(), errNotOurs)
-}
-
-// controllerMeta reads a controller's metadata.
-func (b *Backend) controllerMeta(ctx context.Context, ref controllerRef) (metav1.ObjectMeta, error) {
-	a, err := b.api(ctx, ref)
-	if err != nil {
-		return metav1.ObjectMeta{}, err
-	}
-	return a.meta()
 }
 
 // scale sets a controller's replicas through its scale subresource, after

@@ -20,8 +20,13 @@ import (
 // upgrade to it, as kubectl exec does. A command that exits non-zero is an
 // error with its standard error.
 func Exec(ctx context.Context, cfg *rest.Config, cs Interface, ns, pod, container string, cmd []string, stdout io.Writer) error {
+	return ExecIO(ctx, cfg, cs, ns, pod, container, cmd, nil, stdout)
+}
+
+// ExecIO is Exec with stdin (nil: none) as the command's standard input.
+func ExecIO(ctx context.Context, cfg *rest.Config, cs Interface, ns, pod, container string, cmd []string, stdin io.Reader, stdout io.Writer) error {
 	req := cs.CoreRESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true}, ParameterCodec())
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdin: stdin != nil, Stdout: true, Stderr: true}, ParameterCodec())
 	ws, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
 	if err != nil {
 		return err
@@ -40,7 +45,7 @@ func Exec(ctx context.Context, cfg *rest.Config, cs Interface, ns, pod, containe
 	if stdout == nil {
 		stdout = io.Discard
 	}
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: &stderr})
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: &stderr})
 	var code utilexec.CodeExitError
 	if errors.As(err, &code) {
 		return fmt.Errorf("%s in %s/%s exited %d: %s", cmd[0], pod, container, code.Code, strings.TrimSpace(stderr.String()))

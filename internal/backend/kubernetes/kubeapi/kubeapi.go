@@ -15,7 +15,9 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,6 +45,8 @@ type Interface interface {
 	StatefulSets(namespace string) ScalableInterface[*appsv1.StatefulSet, *appsv1.StatefulSetList]
 	Jobs(namespace string) JobInterface
 	SelfSubjectAccessReviews() SelfSubjectAccessReviewInterface
+	// Leases are a run's lease with the node agents (coordination.k8s.io).
+	Leases(namespace string) LeaseInterface
 	// CoreRESTClient is core/v1's REST client, for the requests no typed
 	// call makes (a pod's exec).
 	CoreRESTClient() rest.Interface
@@ -113,6 +117,13 @@ type (
 		DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
 	}
 	SelfSubjectAccessReviewInterface = Creator[*authorizationv1.SelfSubjectAccessReview]
+	LeaseInterface                   interface {
+		Getter[*coordinationv1.Lease]
+		Lister[*coordinationv1.LeaseList]
+		Creator[*coordinationv1.Lease]
+		Deleter
+		Update(ctx context.Context, obj *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error)
+	}
 )
 
 // ListWatch lists and watches through c for an informer, with tweak (when
@@ -148,7 +159,7 @@ var theCodecs = sync.OnceValue(func() *codecs {
 	// options) once for the legacy group, then each group's own.
 	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
 	groups := runtime.SchemeBuilder{corev1.AddToScheme, appsv1.AddToScheme, autoscalingv1.AddToScheme,
-		authorizationv1.AddToScheme, batchv1.AddToScheme}
+		authorizationv1.AddToScheme, batchv1.AddToScheme, coordinationv1.AddToScheme}
 	utilruntime.Must(groups.AddToScheme(s))
 	return &codecs{
 		scheme:     s,
@@ -163,7 +174,7 @@ func ParameterCodec() runtime.ParameterCodec { return theCodecs().params }
 
 // Client is Interface over the API server's REST API.
 type Client struct {
-	core, apps, batch, authorization *rest.RESTClient
+	core, apps, batch, authorization, coordination *rest.RESTClient
 }
 
 var _ Interface = (*Client)(nil)
@@ -204,6 +215,7 @@ func NewForConfig(cfg *rest.Config) (*Client, error) {
 		{&out.apps, appsv1.SchemeGroupVersion},
 		{&out.batch, batchv1.SchemeGroupVersion},
 		{&out.authorization, authorizationv1.SchemeGroupVersion},
+		{&out.coordination, coordinationv1.SchemeGroupVersion},
 	} {
 		if *x.into, err = group(x.gv); err != nil {
 			return nil, err
@@ -277,6 +289,16 @@ func (r *resource[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOp
 func (r *resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
 	out := r.newObj()
 	err := r.on(r.c.Patch(pt)).Name(name).SubResource(subresources...).VersionedParams(&opts, ParameterCodec()).Body(data).Do(ctx).Into(out)
+	return out, err
+}
+
+func (r *resource[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return r.newObj(), err
+	}
+	out := r.newObj()
+	err = r.on(r.c.Put()).Name(m.GetName()).VersionedParams(&opts, ParameterCodec()).Body(obj).Do(ctx).Into(out)
 	return out, err
 }
 
@@ -358,6 +380,10 @@ func (c *Client) SelfSubjectAccessReviews() SelfSubjectAccessReviewInterface {
 	// One is only ever created: it has no list.
 	return &resource[*authorizationv1.SelfSubjectAccessReview, runtime.Object]{c: c.authorization, name: "selfsubjectaccessreviews",
 		newObj: func() *authorizationv1.SelfSubjectAccessReview { return &authorizationv1.SelfSubjectAccessReview{} }}
+}
+
+func (c *Client) Leases(ns string) LeaseInterface {
+	return newResource[coordinationv1.Lease, coordinationv1.LeaseList](c.coordination, "leases", ns)
 }
 
 func (c *Client) CoreRESTClient() rest.Interface { return c.core }

@@ -1,0 +1,343 @@
+package kubernetes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi"
+	"github.com/chaos-harness/chaos/internal/rundir"
+)
+
+// The node agent's harness side. A node agent (chaos agent serve, package
+// agent) is this binary run by a privileged DaemonSet on every node: it
+// does the node-level primitives (freeze, network, resource faults) on the
+// pods of its node. The harness reaches it by exec into the agent's pod
+// through the API server (chaos agent call relays one request to the
+// daemon's socket), so the cluster's RBAC decides who may ask: whoever may
+// create pods/exec in the agent's namespace. When a Running agent is on a
+// target pod's node, its node-level faults go through it; when there is
+// none, they are made from this machine as before (a pod of this machine).
+// While a run has faults applied by agents it holds a Lease
+// (chaos-run-<run>) in the agents' namespace, renewed every LeaseRenew;
+// an agent reverts what a run whose lease expired or went applied.
+
+// Where the agents are and how they are called.
+const (
+	AgentNamespace = "chaos-system"
+	AgentAppLabel  = "app.kubernetes.io/name"
+	AgentApp       = "chaos-agent"
+	AgentContainer = "agent"
+	// AgentBinary is the chaos binary in the agent's image.
+	AgentBinary = "/chaos"
+	// LeaseDuration is how long a run's lease holds unrenewed.
+	LeaseDuration = 30 * time.Second
+	LeaseRenew    = 5 * time.Second
+)
+
+// Requests an agent serves (AgentRequest.Op).
+const (
+	AgentApply     = "apply"
+	AgentRevert    = "revert"
+	AgentRevertRun = "revert-run"
+	AgentStatus    = "status"
+)
+
+// LeaseName is the name of run's lease in the agents' namespace.
+func LeaseName(run string) string { return dnsName("chaos-run", run) }
+
+// AgentRequest is one request to an agent, as JSON on chaos agent call's
+// standard input.
+type AgentRequest struct {
+	Op  string `json:"op"`
+	Run string `json:"run,omitempty"`
+	// Pod is what apply acts on.
+	Pod   *AgentPod            `json:"pod,omitempty"`
+	Fault *backend.RemoteFault `json:"fault,omitempty"`
+	// ID is the application revert reverts.
+	ID string `json:"id,omitempty"`
+	// DryRun: revert-run says what it would revert.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// AgentPod is a pod as the harness read it: the agent reads it again and
+// acts only on the same UID.
+type AgentPod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	// Container is the container a resource fault limits ("" the first).
+	Container string `json:"container,omitempty"`
+}
+
+// AgentReply is an agent's answer.
+type AgentReply struct {
+	// Agent is who answered: pod@node.
+	Agent string `json:"agent"`
+	Error string `json:"error,omitempty"`
+	// ID names an application, for revert.
+	ID string `json:"id,omitempty"`
+	// Events are the timeline events the fault code recorded.
+	Events []AgentEvent `json:"events,omitempty"`
+	// Reverted are what revert-run reverted (or would).
+	Reverted []string `json:"reverted,omitempty"`
+	// Held is, for status, how many applications each run holds.
+	Held map[string]int `json:"held,omitempty"`
+}
+
+// AgentEvent is one timeline event.
+type AgentEvent struct {
+	Name   string         `json:"name"`
+	Fields []rundir.Field `json:"fields,omitempty"`
+}
+
+// agentsOn are the Running agents of namespace ns on node ("" every node).
+func agentsOn(ctx context.Context, cs kubeapi.Interface, ns, node string) ([]corev1.Pod, error) {
+	list, err := cs.Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: AgentAppLabel + "=" + AgentApp})
+	if err != nil {
+		return nil, err
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && (node == "" || p.Spec.NodeName == node) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// agentName is how the timeline names an agent.
+func agentName(p *corev1.Pod) string { return p.Name + "@" + p.Spec.NodeName }
+
+// CallAgent sends req to agent pod p and returns its reply; a reply with
+// an error is an error too.
+func CallAgent(ctx context.Context, cfg *rest.Config, cs kubeapi.Interface, p *corev1.Pod, req AgentRequest) (AgentReply, error) {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return AgentReply{}, err
+	}
+	var out bytes.Buffer
+	err = kubeapi.ExecIO(ctx, cfg, cs, p.Namespace, p.Name, AgentContainer, []string{AgentBinary, "agent", "call"}, bytes.NewReader(data), &out)
+	if err != nil {
+		return AgentReply{}, fmt.Errorf("agent %s: %w", agentName(p), err)
+	}
+	var rep AgentReply
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		return AgentReply{}, fmt.Errorf("agent %s: unreadable reply %q: %w", agentName(p), out.String(), err)
+	}
+	if rep.Error != "" {
+		return rep, fmt.Errorf("agent %s: %s", agentName(p), rep.Error)
+	}
+	return rep, nil
+}
+
+// agentState is what a run's backend keeps of the agents it used.
+type agentState struct {
+	mu    sync.Mutex
+	lease bool
+}
+
+// applyRemote applies f to pod name of scope sc through the agent of its
+// node, if there is one (remote false when not).
+func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container string, f backend.RemoteFault) (func(context.Context) error, bool, error) {
+	if b.err != nil {
+		return nil, false, b.err
+	}
+	p, err := b.podIn(ctx, sc, name)
+	if err != nil {
+		return nil, false, err
+	}
+	if p.Spec.NodeName == "" {
+		return nil, false, nil
+	}
+	agents, err := agentsOn(ctx, b.cs, b.opts.agentNamespace, p.Spec.NodeName)
+	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || (err == nil && len(agents) == 0) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("looking for the node agent of node %s in namespace %s: %w", p.Spec.NodeName, b.opts.agentNamespace, err)
+	}
+	agent := &agents[0]
+	if err := b.holdLease(ctx); err != nil {
+		return nil, true, err
+	}
+	release, err := b.openStream(ctx)
+	if err != nil {
+		return nil, true, err
+	}
+	rep, err := CallAgent(ctx, b.cfg, b.cs, agent, AgentRequest{Op: AgentApply, Run: b.run.ID, Fault: &f,
+		Pod: &AgentPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Container: container}})
+	release()
+	b.recordAgent(rep)
+	if err != nil {
+		return nil, true, err
+	}
+	who := agentName(agent)
+	b.run.Record("agent.applied", rundir.F("operation", f.Operation), rundir.F("uses", f.Fault), rundir.F("run", f.Run),
+		rundir.F("pod", p.Namespace+"/"+p.Name), rundir.F("agent", who), rundir.F("id", rep.ID))
+	id := rep.ID
+	var once sync.Once
+	var rerr error
+	revert := func(ctx context.Context) error {
+		once.Do(func() {
+			release, err := b.openStream(ctx)
+			if err != nil {
+				rerr = err
+				return
+			}
+			defer release()
+			rep, err := CallAgent(ctx, b.cfg, b.cs, agent, AgentRequest{Op: AgentRevert, Run: b.run.ID, ID: id})
+			b.recordAgent(rep)
+			if err != nil {
+				rerr = err
+				return
+			}
+			b.run.Record("agent.reverted", rundir.F("operation", f.Operation), rundir.F("uses", f.Fault), rundir.F("run", f.Run),
+				rundir.F("pod", p.Namespace+"/"+p.Name), rundir.F("agent", who), rundir.F("id", id))
+		})
+		return rerr
+	}
+	return revert, true, nil
+}
+
+// recordAgent records the events an agent's fault code recorded, each
+// with the agent that did it.
+func (b *Backend) recordAgent(rep AgentReply) {
+	for _, e := range rep.Events {
+		b.run.Record(e.Name, append(e.Fields, rundir.F("agent", rep.Agent))...)
+	}
+}
+
+// holdLease makes the run's lease with the agents, once, and renews it
+// every LeaseRenew until the backend closes, when it is deleted: the
+// agents then revert whatever of the run is still applied.
+func (b *Backend) holdLease(ctx context.Context) error {
+	b.agents.mu.Lock()
+	defer b.agents.mu.Unlock()
+	if b.agents.lease {
+		return nil
+	}
+	ns, name := b.opts.agentNamespace, LeaseName(b.run.ID)
+	host, _ := os.Hostname()
+	holder := host + "/" + strconv.Itoa(os.Getpid())
+	secs := int32(LeaseDuration / time.Second)
+	now := metav1.NewMicroTime(time.Now())
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{LabelRun: b.run.ID}, Annotations: b.owner},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now}}
+	_, err := b.cs.Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		err = renewLease(ctx, b.cs, ns, name)
+	}
+	if err != nil {
+		return fmt.Errorf("making the run's lease %s/%s with the node agents: %w", ns, name, err)
+	}
+	b.agents.lease = true
+	b.informers.Add(1)
+	go func() {
+		defer b.informers.Done()
+		t := time.NewTicker(LeaseRenew)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.stop:
+				dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				if err := b.cs.Leases(ns).Delete(dctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					b.run.Logf("deleting the run's lease %s/%s: %v (the agents revert its faults when it expires)", ns, name, err)
+				}
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(context.Background(), LeaseRenew)
+				if err := renewLease(rctx, b.cs, ns, name); err != nil {
+					b.run.Logf("renewing the run's lease %s/%s: %v", ns, name, err)
+				}
+				cancel()
+			}
+		}
+	}()
+	return nil
+}
+
+// renewLease sets a lease's renew time to now.
+func renewLease(ctx context.Context, cs kubeapi.Interface, ns, name string) error {
+	l, err := cs.Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.NewMicroTime(time.Now())
+	l.Spec.RenewTime = &now
+	_, err = cs.Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
+// LeaseExpired says whether l no longer holds at now: never renewed, or
+// renewed longer ago than its duration.
+func LeaseExpired(l *coordinationv1.Lease, now time.Time) bool {
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return true
+	}
+	return now.After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second))
+}
+
+// cleanupAgents asks every Running agent of the cluster to revert what run
+// applied (dry: to say what it would), and deletes the run's leases.
+func cleanupAgents(ctx context.Context, cfg *rest.Config, cs kubeapi.Interface, c backend.Cleanup) error {
+	if c.RunID == "" {
+		// Without a run id, the agents revert every run whose lease is
+		// gone by themselves.
+		return nil
+	}
+	agents, err := agentsOn(ctx, cs, "", "")
+	if apierrors.IsForbidden(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range agents {
+		a := &agents[i]
+		rep, err := CallAgent(ctx, cfg, cs, a, AgentRequest{Op: AgentRevertRun, Run: c.RunID, DryRun: c.DryRun})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, what := range rep.Reverted {
+			c.Found(what + " (agent " + rep.Agent + ")")
+		}
+		if !c.DryRun {
+			err := cs.Leases(a.Namespace).Delete(ctx, LeaseName(c.RunID), metav1.DeleteOptions{})
+			if err == nil {
+				c.Found("lease " + a.Namespace + "/" + LeaseName(c.RunID))
+			} else if !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyRemote applies a node fault on the instance's pod through its
+// node's agent.
+func (in *instance) ApplyRemote(ctx context.Context, f backend.RemoteFault) (func(context.Context) error, bool, error) {
+	return in.b.applyRemote(ctx, in.b.runScope(), in.pod, mainContainer, f)
+}
+
+// ApplyRemote applies a node fault on the pod through its node's agent.
+func (h *podHandle) ApplyRemote(ctx context.Context, f backend.RemoteFault) (func(context.Context) error, bool, error) {
+	pod, _ := h.current()
+	return h.b.applyRemote(ctx, h.sc, pod, h.container, f)
+}
