@@ -79,7 +79,7 @@ func TestCleanupLeftovers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(objects...)
 			var got []string
-			err := cleanupWith(context.Background(), fakeClient{cs}, backend.Cleanup{RunID: tc.runID, Found: func(s string) { got = append(got, s) }})
+			err := cleanupWith(context.Background(), fakeClient{CS: cs}, backend.Cleanup{RunID: tc.runID, Found: func(s string) { got = append(got, s) }})
 			if err != nil {
 				t.Fatal(err)
 			}

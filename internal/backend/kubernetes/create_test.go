@@ -54,7 +54,7 @@ func TestCreatePodAfterServerTimeout(t *testing.T) {
 				}
 				return true, nil, apierrors.NewServerTimeout(corev1.Resource("pods"), "create", 1)
 			})
-			b.cs = fakeClient{cs}
+			b.cs = fakeClient{CS: cs}
 			got, err := b.createPod(context.Background(), pod)
 			if tc.wantErr {
 				if err == nil {

@@ -64,7 +64,7 @@ func TestExternalTargetConsent(t *testing.T) {
 			}
 			spec := &adapter.Target{Type: adapter.TypePod, Lifecycle: "external", Labels: gw}
 			a := &adapter.Adapter{ID: "k", Backend: Name, Targets: adapter.Targets{Named: map[string]*adapter.Target{"gateway": spec}}}
-			b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{cs}}
+			b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{CS: cs}}
 			b.opts.targetNamespaces = map[string]string{}
 			if tc.ns != "" {
 				b.opts.targetNamespaces["gateway"] = tc.ns
@@ -101,7 +101,7 @@ func TestExternalTargetConsent(t *testing.T) {
 		}
 		spec := &adapter.Target{Type: adapter.TypePod, Lifecycle: "external", Labels: gw}
 		a := &adapter.Adapter{ID: "k", Backend: Name, Targets: adapter.Targets{Named: map[string]*adapter.Target{"gateway": spec}}}
-		b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{cs}}
+		b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{CS: cs}}
 		b.opts.namespace = "gw"
 		tgt, _ := b.OpenTarget(context.Background(), "gateway", spec)
 		hs, err := tgt.Handles(context.Background())
@@ -159,7 +159,7 @@ func TestExternalScaleJournal(t *testing.T) {
 		return false, nil, nil
 	})
 	a := &adapter.Adapter{ID: "k", Backend: Name}
-	b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{cs}}
+	b := &Backend{run: backendtest.NewRun(t, a), ns: "run-ns", cs: fakeClient{CS: cs}}
 	o := backend.CurrentOwner()
 	b.owner = map[string]string{AnnotationPid: "999999999", AnnotationPidStart: "1", AnnotationPidNS: o.PidNS, AnnotationHost: o.Host}
 	sc := scope{ns: "gw", external: true, sel: map[string]string{"app": "gw"}, what: "gateway"}
@@ -183,7 +183,7 @@ func TestExternalScaleJournal(t *testing.T) {
 	}
 	// The harness is killed here; chaos cleanup gives the replicas back.
 	var found []string
-	if err := cleanupWith(context.Background(), fakeClient{cs}, backend.Cleanup{Found: func(s string) { found = append(found, s) }}); err != nil {
+	if err := cleanupWith(context.Background(), fakeClient{CS: cs}, backend.Cleanup{Found: func(s string) { found = append(found, s) }}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(found, ";") != "restored deployment gw/gateway to 3 replicas" {

@@ -107,7 +107,7 @@ func TestFreezeAPod(t *testing.T) {
 					{Name: collectorContainer, ContainerID: "containerd://" + cids[1],
 						State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}}
 			cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}, p)
-			b := &Backend{run: run, ns: "ns", cs: fakeClient{cs}, owner: map[string]string{}}
+			b := &Backend{run: run, ns: "ns", cs: fakeClient{CS: cs}, owner: map[string]string{}}
 			o := backend.CurrentOwner()
 			if external {
 				// A harness that is gone, as chaos cleanup finds it.
@@ -144,7 +144,7 @@ func TestFreezeAPod(t *testing.T) {
 				}
 			} else {
 				var found []string
-				if err := cleanupWith(context.Background(), fakeClient{cs}, backend.Cleanup{Found: func(s string) { found = append(found, s) }}); err != nil {
+				if err := cleanupWith(context.Background(), fakeClient{CS: cs}, backend.Cleanup{Found: func(s string) { found = append(found, s) }}); err != nil {
 					t.Fatal(err)
 				}
 				if strings.Join(found, ";") != "thawed pod ns/gw-0" {

@@ -396,10 +396,10 @@ func (s *Server) restoreFunc(run string, a *application) func(ctx context.Contex
 	return func(ctx context.Context) error {
 		var errs []error
 		for _, dir := range a.Groups {
-			g, err := cgroup.Open(dir)
-			if errors.Is(err, os.ErrNotExist) {
-				continue // the pod is gone
+			if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+				continue // the pod is gone, and its groups with it
 			}
+			g, err := cgroup.Open(dir)
 			if err == nil {
 				err = g.Thaw(ctx)
 			}
