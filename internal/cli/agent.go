@@ -26,7 +26,14 @@ bandwidth, reset, blackhole, the resource and clock faults) to the pods of
 its node for the runs that ask, and reverts what a run applied when the
 run's lease expires. The harness asks it through the API server, by exec
 into the agent's pod (chaos agent call), so the cluster's RBAC decides who
-may. docs/kubernetes.md has the details.`,
+may. docs/kubernetes.md has the details.
+
+Exit codes: 0 done; 2 the cluster refused or could not be reached, or the
+daemon could not start or does not answer; 4 an argument or flag that is
+not one.`,
+		Example: `  chaos agent install --dry-run
+  chaos agent install --namespace chaos-system --image registry.example/chaos-agent:1.4
+  chaos agent uninstall`,
 		Args: noArgs("a subcommand: serve, call, install or uninstall"),
 	}
 	cmd.AddCommand(newAgentInstallCmd(s), newAgentUninstallCmd(s), newAgentServeCmd(s), newAgentCallCmd(s))
@@ -82,6 +89,8 @@ func newAgentUninstallCmd(s *streams) *cobra.Command {
 faults still held are left as they are: run chaos cleanup RUN first.
 
 Exit codes: 0 done; 2 the cluster refused or could not be reached.`,
+		Example: `  chaos cleanup --backend kubernetes RUN   # revert what the agents hold for a run
+  chaos agent uninstall --namespace chaos-system`,
 		Args: noArgs("no argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cs, _, err := kubernetes.NewClient(s.st.Env)
@@ -113,6 +122,9 @@ it applied). It must run privileged with the node's process namespace
 enters pid 1's cgroup namespace itself (with nsenter).
 
 Exit codes: 0 stopped by a signal; 2 it could not start.`,
+		Example: `  # the DaemonSet's command (chaos agent install --dry-run shows it)
+  /chaos agent serve
+  chaos agent serve --socket /tmp/agent.sock --state-dir /tmp/agent --lease-check 1s`,
 		Args: noArgs("no argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := hostCgroupNS(); err != nil {
@@ -160,6 +172,7 @@ agent's pod by exec.
 
 Exit codes: 0 relayed (the reply may carry an error); 2 the daemon does not
 answer.`,
+		Example: `  echo '{"op":"status"}' | kubectl exec -i -n chaos-system ds/chaos-agent -- /chaos agent call`,
 		Args: noArgs("no argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := agent.Call(socket, s.in, s.out); err != nil {

@@ -260,7 +260,7 @@ var commandGroup = map[string]string{
 	"evaluate": "run", "report": "run", "evidence": "run", "share": "run",
 	"stats": "runs", "compare": "runs", "export": "runs", "dashboard": "runs",
 	"adapters": "systems", "preflight": "systems", "provision": "systems",
-	"deprovision": "systems", "build-image": "systems",
+	"deprovision": "systems", "build-image": "systems", "agent": "systems",
 }
 
 // groupCommands registers the groups and files each command under its own.
