@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"github.com/chaos-harness/chaos/internal/netfault"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,3 +231,48 @@ func TestManifest(t *testing.T) {
 var update = flag.Bool("update", false, "write the golden files")
 
 func tagOf(run string) string { return netfault.Tag(run) }
+
+// TestServeAndCall: chaos agent call relays one request to the daemon's
+// socket and its reply back, even when its input never ends.
+func TestServeAndCall(t *testing.T) {
+	cs := kubefake.Client{CS: fake.NewClientset()}
+	s, err := New(Config{Node: "n1", Pod: "agent-x", Namespace: "chaos-system", Client: cs, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, sock) }()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tc := range []struct{ req, want string }{
+		{`{"op":"status"}`, `"agent":"agent-x@n1"`},
+		{`{"op":"fly","run":"r"}`, `unknown request \"fly\"`},
+		{`{"op":"revert","run":"r","id":"7"}`, `run r has no application 7 on this node`},
+	} {
+		// A pipe whose writer stays open: the request is read without EOF.
+		pr, pw := io.Pipe()
+		go func() { _, _ = pw.Write([]byte(tc.req)) }()
+		var out bytes.Buffer
+		if err := Call(sock, pr, &out); err != nil {
+			t.Fatalf("%s: %v", tc.req, err)
+		}
+		pw.Close()
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%s: reply %s, want %s in it", tc.req, out.String(), tc.want)
+		}
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	if err := Call(sock, strings.NewReader(`{"op":"status"}`), io.Discard); err == nil {
+		t.Error("a call to a stopped daemon succeeded")
+	}
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +17,13 @@ func Call(path string, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("the agent's daemon does not answer at %s: %w", path, err)
 	}
 	defer c.Close()
-	if _, err := io.Copy(c, io.LimitReader(in, 1<<20)); err != nil {
+	// One JSON value, not all of in: an exec's standard input may never
+	// reach its end.
+	var req json.RawMessage
+	if err := json.NewDecoder(io.LimitReader(in, 1<<20)).Decode(&req); err != nil {
+		return fmt.Errorf("reading the request: %w", err)
+	}
+	if _, err := c.Write(req); err != nil {
 		return err
 	}
 	if err := c.(*net.UnixConn).CloseWrite(); err != nil {
