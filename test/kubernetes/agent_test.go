@@ -397,3 +397,55 @@ func TestAgentRefusesAPodWithoutConsent(t *testing.T) {
 		t.Fatalf("the agent's reply %+v, want a refusal", rep)
 	}
 }
+
+// TestClockOffsetThroughTheAgent: a 3 s clock-offset of 1h on a pod, made
+// by its node's agent: the pod's own reading of the wall clock (busy box
+// awk's systime()) steps +3600 once and -3600 once.
+func TestClockOffsetThroughTheAgent(t *testing.T) {
+	cs := cluster(t)
+	node := nodes(t, cs)[0]
+	agentNS := installAgent(t, cs, node)
+	runs := t.TempDir()
+	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
+id: agent-clock
+workloads:
+  - name: w
+    timeout: 60s
+    run: |
+      awk 'BEGIN { end = systime() + 8; while (1) { t = systime(); if (t != last) { print t; fflush(); last = t }
+                   if (t >= end && t < end + 60) exit; system("sleep 0.1") } }' > "$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR/clock.log"
+operations:
+  - {name: ahead, uses: clock-offset, target: {workload: w}, duration: 3s, clock: {offset: 1h}}
+flow:
+  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, {delay: 2s}, ahead]}]
+`)
+	r := chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 30))
+	}
+	if e := netfaulttest.FindEvent(r.dir, "agent.applied", map[string]string{"operation": "ahead"}); e == nil {
+		t.Error("no agent.applied for the clock fault: it was not made by the agent")
+	}
+	data, err := os.ReadFile(filepath.Join(r.dir, "workloads/w/instances/w-0/output/clock.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []int64
+	for _, f := range strings.Fields(string(data)) {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		ts = append(ts, n)
+	}
+	up, down := 0, 0
+	for i := 1; i < len(ts); i++ {
+		switch d := ts[i] - ts[i-1]; {
+		case d >= 3598 && d <= 3602:
+			up++
+		case d <= -3598 && d >= -3602:
+			down++
+		}
+	}
+	t.Logf("the pod's clock read %v", ts)
+	if up != 1 || down != 1 {
+		t.Errorf("steps of +1h: %d, of -1h: %d; want one each", up, down)
+	}
+}

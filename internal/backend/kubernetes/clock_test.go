@@ -11,17 +11,19 @@ import (
 	"github.com/chaos-harness/chaos/internal/experiment"
 )
 
-// The clock faults are n/a on every kind of thing here (they need the
-// node agent), and an instance with a workload clock is refused.
-func TestNoClockFaults(t *testing.T) {
+// The clock faults act on pods (instances, pod targets: their processes,
+// patched on their node), not on a sidecar alone; an instance with a
+// workload clock is refused.
+func TestClockFaultsOnPods(t *testing.T) {
 	a := &adapter.Adapter{ID: "k", Backend: Name}
 	for _, f := range experiment.ClockFaults {
 		for _, c := range []struct {
 			on backend.On
 			k  backend.Kind
-		}{{backend.OnInstances, backend.Pod}, {backend.OnRole, backend.Container}, {backend.OnTarget, backend.Pod}} {
-			if why := support(a, c.on, c.k, f); !strings.Contains(why, "node agent") {
-				t.Errorf("%s on %v %v: %q", f, c.on, c.k, why)
+			want string
+		}{{backend.OnInstances, backend.Pod, ""}, {backend.OnRole, backend.Container, "aim it at the instance"}, {backend.OnTarget, backend.Pod, ""}} {
+			if why := support(a, c.on, c.k, f); (c.want == "") != (why == "") || !strings.Contains(why, c.want) {
+				t.Errorf("%s on %v %v: %q, want %q", f, c.on, c.k, why, c.want)
 			}
 		}
 	}

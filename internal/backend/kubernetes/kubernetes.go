@@ -106,7 +106,12 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 		return ""
 	}
 	if experiment.IsClockFault(fault) {
-		return "a clock fault patches the target's processes through ptrace on their node: that needs the node agent, which is not built yet"
+		// nodepod.go: the pod's processes, patched on their node (by its
+		// agent, or from this machine).
+		if on == backend.OnRole && k == backend.Container {
+			return "a clock fault acts on every process of a pod: aim it at the instance"
+		}
+		return ""
 	}
 	if experiment.IsResourceFault(fault) {
 		// resource.go: the container's cgroups, on this machine.

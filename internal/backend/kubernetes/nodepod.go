@@ -87,3 +87,31 @@ func (n *NodePod) Processes(context.Context) (string, []int, error) {
 	}
 	return n.Name(), pids, nil
 }
+
+// podProcesses are the processes of pod name of scope sc, when it runs on
+// this machine (a clock fault without a node agent).
+func (b *Backend) podProcesses(ctx context.Context, sc scope, name string) (string, []int, error) {
+	if b.err != nil {
+		return "", nil, b.err
+	}
+	p, err := b.podIn(ctx, sc, name)
+	if err != nil {
+		return "", nil, err
+	}
+	what, pids, err := (&NodePod{Pod: p}).Processes(ctx)
+	if err != nil {
+		return "", nil, fmt.Errorf("pod %s runs on node %s: %w (install the node agent, chaos agent install, to reach it there)", name, p.Spec.NodeName, err)
+	}
+	return what, pids, nil
+}
+
+// Processes are the instance's pod's processes.
+func (in *instance) Processes(ctx context.Context) (string, []int, error) {
+	return in.b.podProcesses(ctx, in.b.runScope(), in.pod)
+}
+
+// Processes are the pod's processes.
+func (h *podHandle) Processes(ctx context.Context) (string, []int, error) {
+	pod, _ := h.current()
+	return h.b.podProcesses(ctx, h.sc, pod)
+}
