@@ -449,3 +449,46 @@ flow:
 		t.Errorf("steps of +1h: %d, of -1h: %d; want one each", up, down)
 	}
 }
+
+// TestTaskLimitThroughTheAgent: a task limit on a pod's container, written
+// by the agent of its node into the container's pids group: the pod's own
+// forks fail with EAGAIN while it holds (the workload's checks) and work
+// again after the revert.
+func TestTaskLimitThroughTheAgent(t *testing.T) {
+	cs := cluster(t)
+	node := nodes(t, cs)[0]
+	agentNS := installAgent(t, cs, node)
+	runs := t.TempDir()
+	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
+id: agent-tasks
+timeout: 2m
+workloads:
+  - name: forks
+    # A shell whose fork fails dies: the forks are a subshell's, and the
+    # script waits with a builtin (read -t on a FIFO) while the limit may
+    # still hold.
+    run: |
+      mkfifo /tmp/tick.$$
+      sleep 5
+      ( for i in $(seq 30); do sleep 1 & done; wait ) 2> during.err
+      read -t 6 x <> /tmp/tick.$$
+      ( sleep 0 ) && echo forked > after
+    checks:
+      - {name: fork-failed-while-held, kind: shell, run: 'grep -q "Resource temporarily unavailable\|can.t fork" during.err'}
+      - {name: fork-works-after, kind: shell, run: 'test "$(cat after)" = forked'}
+operations:
+  - {name: tasks, uses: task-limit, target: {workload: forks}, resource: {tasks: 8}, duration: 4s}
+flow:
+  parallel:
+    - forks
+    - serial: [{wait: {workload: forks, condition: running}}, {delay: 3s}, tasks]
+`)
+	r := chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want PASS\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 30))
+	}
+	e := netfaulttest.FindEvent(r.dir, "resource.applied", map[string]string{"operation": "tasks"})
+	if a, _ := e["agent"].(string); !strings.HasSuffix(a, "@"+node) {
+		t.Errorf("resource.applied %v names no agent of node %s", e, node)
+	}
+}
