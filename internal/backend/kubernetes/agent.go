@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -340,4 +341,42 @@ func (in *instance) ApplyRemote(ctx context.Context, f backend.RemoteFault) (fun
 func (h *podHandle) ApplyRemote(ctx context.Context, f backend.RemoteFault) (func(context.Context) error, bool, error) {
 	pod, _ := h.current()
 	return h.b.applyRemote(ctx, h.sc, pod, h.container, f)
+}
+
+// agentNeeds is what the harness does in the agents' namespace: find
+// them, ask them, hold its lease.
+var agentNeeds = []need{
+	{"list", "", "pods", ""}, {"create", "", "pods", "exec"},
+	{"get", "coordination.k8s.io", "leases", ""}, {"create", "coordination.k8s.io", "leases", ""},
+	{"update", "coordination.k8s.io", "leases", ""}, {"delete", "coordination.k8s.io", "leases", ""},
+}
+
+// agentCheck is preflight's look at the node agents: which nodes have one,
+// and whether the harness may ask them. Without agents it passes: the
+// node-level faults are then made from this machine.
+func (b *Backend) agentCheck(ctx context.Context) backend.Check {
+	name, ns := "kubernetes-agents", b.opts.agentNamespace
+	agents, err := agentsOn(ctx, b.cs, ns, "")
+	if err != nil && !apierrors.IsForbidden(err) {
+		return backend.Check{Name: name, Detail: fmt.Sprintf("looking for node agents in namespace %s: %v", ns, err)}
+	}
+	if len(agents) == 0 {
+		why := "none runs"
+		if err != nil {
+			why = "the harness may not list pods there"
+		}
+		return backend.Check{Name: name, OK: true, Detail: fmt.Sprintf("no node agent in namespace %s (%s): node-level faults reach only pods of this machine (chaos agent install)", ns, why)}
+	}
+	var on []string
+	for i := range agents {
+		on = append(on, agentName(&agents[i]))
+	}
+	c := b.permissions(ctx, ns, agentNeeds)
+	c.Name = name
+	if !c.OK {
+		c.Detail = fmt.Sprintf("node agents run (%s), but the harness cannot ask them: %s", strings.Join(on, ", "), c.Detail)
+		return c
+	}
+	c.Detail = fmt.Sprintf("node agents in namespace %s: %s", ns, strings.Join(on, ", "))
+	return c
 }

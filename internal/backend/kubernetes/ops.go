@@ -53,6 +53,7 @@ func (b *Backend) Preflight(ctx context.Context) []backend.Check {
 		}
 	}
 	out = append(out, b.targetChecks(ctx)...)
+	out = append(out, b.agentCheck(ctx))
 	out = append(out, b.nodeReady(ctx))
 	for _, img := range b.imagesUsed() {
 		out = append(out, b.imagePresent(ctx, img))
