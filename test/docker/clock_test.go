@@ -3,10 +3,10 @@ package docker_test
 import (
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/clockpatch/clocktest"
 )
 
 // A container's processes are host processes: a clock-offset patches
@@ -29,8 +29,7 @@ workloads:
   - name: w
     timeout: 60s
     run: |
-      awk 'BEGIN { end = systime() + 8; while (1) { t = systime(); if (t != last) { print t; fflush(); last = t }
-                   if (t >= end && t < end + 60) exit; system("sleep 0.1") } }' > "$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR/clock.log"
+      ` + clocktest.AwkClock + `
 operations:
   - {name: ahead, uses: clock-offset, target: {workload: w}, duration: 3s, clock: {offset: 1h}}
 flow:
@@ -46,20 +45,7 @@ flow:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ts []int64
-	for _, f := range strings.Fields(string(data)) {
-		n, _ := strconv.ParseInt(f, 10, 64)
-		ts = append(ts, n)
-	}
-	up, down := 0, 0
-	for i := 1; i < len(ts); i++ {
-		switch d := ts[i] - ts[i-1]; {
-		case d >= 3598 && d <= 3602:
-			up++
-		case d <= -3598 && d >= -3602:
-			down++
-		}
-	}
+	ts, up, down := clocktest.HourSteps(string(data))
 	t.Logf("the container's clock read %v", ts)
 	if up != 1 || down != 1 {
 		t.Errorf("steps of +1h: %d, of -1h: %d; want one each", up, down)
