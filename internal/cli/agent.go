@@ -173,7 +173,7 @@ agent's pod by exec.
 Exit codes: 0 relayed (the reply may carry an error); 2 the daemon does not
 answer.`,
 		Example: `  echo '{"op":"status"}' | kubectl exec -i -n chaos-system ds/chaos-agent -- /chaos agent call`,
-		Args: noArgs("no argument"),
+		Args:    noArgs("no argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := agent.Call(socket, s.in, s.out); err != nil {
 				return harnessf("%v", err)

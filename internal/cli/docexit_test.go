@@ -368,9 +368,9 @@ func exitCases(t *testing.T) map[string]exitCase {
 		"deprovision 2": {args: []string{"deprovision", hooks}},
 		"deprovision 4": {args: []string{"deprovision", plain}},
 
-		"agent 0": {args: []string{"agent", "install", "--dry-run"}},
-		"agent 2": {args: []string{"agent", "call", "--socket", filepath.Join(dir, "no-agent.sock")}},
-		"agent 4": {args: []string{"agent", "install", "--dry-run", "extra"}},
+		"agent 0":       {args: []string{"agent", "install", "--dry-run"}},
+		"agent 2":       {args: []string{"agent", "call", "--socket", filepath.Join(dir, "no-agent.sock")}},
+		"agent 4":       {args: []string{"agent", "install", "--dry-run", "extra"}},
 		"build-image 0": {skip: "needs the Docker engine; test/docker builds the image"},
 		// An engine that is not there: the socket DOCKER_HOST names does not exist.
 		"build-image 2": {fn: func(t *testing.T) (int, string, string) {

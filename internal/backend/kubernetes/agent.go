@@ -68,6 +68,9 @@ type AgentRequest struct {
 	// Pod is what apply acts on.
 	Pod   *AgentPod            `json:"pod,omitempty"`
 	Fault *backend.RemoteFault `json:"fault,omitempty"`
+	// Target is what the harness's timeline calls the pod (an instance's
+	// name, a target's), for the events the fault code records.
+	Target string `json:"target,omitempty"`
 	// ID is the application revert reverts.
 	ID string `json:"id,omitempty"`
 	// DryRun: revert-run says what it would revert.
@@ -153,7 +156,7 @@ type agentState struct {
 
 // applyRemote applies f to pod name of scope sc through the agent of its
 // node, if there is one (remote false when not).
-func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container string, f backend.RemoteFault) (func(context.Context) error, bool, error) {
+func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container, target string, f backend.RemoteFault) (func(context.Context) error, bool, error) {
 	if b.err != nil {
 		return nil, false, b.err
 	}
@@ -179,7 +182,7 @@ func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container str
 	if err != nil {
 		return nil, true, err
 	}
-	rep, err := CallAgent(ctx, b.cfg, b.cs, agent, AgentRequest{Op: AgentApply, Run: b.run.ID, Fault: &f,
+	rep, err := CallAgent(ctx, b.cfg, b.cs, agent, AgentRequest{Op: AgentApply, Run: b.run.ID, Fault: &f, Target: target,
 		Pod: &AgentPod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Container: container}})
 	release()
 	b.recordAgent(rep)
@@ -334,13 +337,13 @@ func cleanupAgents(ctx context.Context, cfg *rest.Config, cs kubeapi.Interface, 
 // ApplyRemote applies a node fault on the instance's pod through its
 // node's agent.
 func (in *instance) ApplyRemote(ctx context.Context, f backend.RemoteFault) (func(context.Context) error, bool, error) {
-	return in.b.applyRemote(ctx, in.b.runScope(), in.pod, mainContainer, f)
+	return in.b.applyRemote(ctx, in.b.runScope(), in.pod, mainContainer, in.Name(), f)
 }
 
 // ApplyRemote applies a node fault on the pod through its node's agent.
 func (h *podHandle) ApplyRemote(ctx context.Context, f backend.RemoteFault) (func(context.Context) error, bool, error) {
 	pod, _ := h.current()
-	return h.b.applyRemote(ctx, h.sc, pod, h.container, f)
+	return h.b.applyRemote(ctx, h.sc, pod, h.container, h.Name(), f)
 }
 
 // agentNeeds is what the harness does in the agents' namespace: find

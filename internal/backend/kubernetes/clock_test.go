@@ -18,8 +18,8 @@ func TestClockFaultsOnPods(t *testing.T) {
 	a := &adapter.Adapter{ID: "k", Backend: Name}
 	for _, f := range experiment.ClockFaults {
 		for _, c := range []struct {
-			on backend.On
-			k  backend.Kind
+			on   backend.On
+			k    backend.Kind
 			want string
 		}{{backend.OnInstances, backend.Pod, ""}, {backend.OnRole, backend.Container, "aim it at the instance"}, {backend.OnTarget, backend.Pod, ""}} {
 			if why := support(a, c.on, c.k, f); (c.want == "") != (why == "") || !strings.Contains(why, c.want) {

@@ -19,6 +19,8 @@ type NodePod struct {
 	Pod *corev1.Pod
 	// Container is the container a resource fault limits ("" the first).
 	Container string
+	// Label is what the timeline calls it ("" pod <ns>/<name>).
+	Label string
 }
 
 var (
@@ -28,8 +30,13 @@ var (
 	_ backend.Processed = (*NodePod)(nil)
 )
 
-func (n *NodePod) Name() string { return "pod " + n.Pod.Namespace + "/" + n.Pod.Name }
-func (n *NodePod) ID() string   { return string(n.Pod.UID) }
+func (n *NodePod) Name() string {
+	if n.Label != "" {
+		return n.Label
+	}
+	return "pod " + n.Pod.Namespace + "/" + n.Pod.Name
+}
+func (n *NodePod) ID() string { return string(n.Pod.UID) }
 
 func (n *NodePod) Down(context.Context, backend.Down) error {
 	return fmt.Errorf("%s: %w: the node agent does not take pods down", n.Name(), backend.ErrUnsupported)

@@ -236,7 +236,7 @@ func (s *Server) apply(ctx context.Context, req kubernetes.AgentRequest) (string
 	if err != nil {
 		return "", err
 	}
-	h := &kubernetes.NodePod{Pod: p, Container: req.Pod.Container}
+	h := &kubernetes.NodePod{Pod: p, Container: req.Pod.Container, Label: req.Target}
 	rs, err := s.run(req.Run)
 	if err != nil {
 		return "", err
