@@ -41,10 +41,10 @@ not one.`,
 }
 
 func newAgentInstallCmd(s *streams) *cobra.Command {
-	var ns, image string
+	var ns, image, apiServer string
 	var dry bool
 	c := &cobra.Command{
-		Use:   "install [--namespace NS] [--image IMAGE] [--dry-run]",
+		Use:   "install [--namespace NS] [--image IMAGE] [--api-server HOST:PORT] [--dry-run]",
 		Short: "Install the node agent into the cluster (or print its manifest)",
 		Long: `Apply the node agent's manifest to the cluster of $KUBECONFIG: its namespace,
 ServiceAccount, RBAC (read pods, namespaces and the pods' controllers; read
@@ -57,7 +57,7 @@ Exit codes: 0 done; 2 the cluster refused or could not be reached.`,
 		Args: noArgs("no argument"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dry {
-				m, err := agent.Manifest(ns, image)
+				m, err := agent.Manifest(ns, image, apiServer)
 				if err != nil {
 					return harnessf("%v", err)
 				}
@@ -68,7 +68,7 @@ Exit codes: 0 done; 2 the cluster refused or could not be reached.`,
 			if err != nil {
 				return harnessf("%v", err)
 			}
-			if err := agent.Install(cmdContext(cmd), cs, ns, image, func(p string) { fmt.Fprintln(s.out, "applied", p) }); err != nil {
+			if err := agent.Install(cmdContext(cmd), cs, ns, image, apiServer, func(p string) { fmt.Fprintln(s.out, "applied", p) }); err != nil {
 				return harnessf("%v", err)
 			}
 			return nil
@@ -77,6 +77,7 @@ Exit codes: 0 done; 2 the cluster refused or could not be reached.`,
 	c.Flags().StringVar(&ns, "namespace", kubernetes.AgentNamespace, "the agent's namespace")
 	c.Flags().StringVar(&image, "image", agent.DefaultImage, "the agent's image")
 	c.Flags().BoolVar(&dry, "dry-run", false, "print the manifest, apply nothing")
+	c.Flags().StringVar(&apiServer, "api-server", "", "HOST:PORT where the agents reach the API server, on the node's network, when pods cannot reach it through its Service (a cluster without kube-proxy)")
 	return c
 }
 

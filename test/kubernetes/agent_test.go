@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/chaos-harness/chaos/internal/clockpatch/clocktest"
 	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
@@ -60,7 +62,9 @@ func installAgent(t *testing.T, cs kubernetes.Interface, nodes ...string) string
 	}
 	ref := agentImage(t)
 	ns := fmt.Sprintf("chaos-agent-%d", time.Now().UnixNano()%1e6)
-	r := chaos(t, t.TempDir(), "agent", "install", "--namespace", ns, "--image", ref)
+	// The test cluster has no kube-proxy: its pods reach the API server
+	// only on the node's network, where it listens.
+	r := chaos(t, t.TempDir(), "agent", "install", "--namespace", ns, "--image", ref, "--api-server", apiServer(t))
 	t.Cleanup(func() {
 		r := chaos(t, t.TempDir(), "agent", "uninstall", "--namespace", ns)
 		if r.code != 0 {
@@ -74,6 +78,20 @@ func installAgent(t *testing.T, cs kubernetes.Interface, nodes ...string) string
 		agentOn(t, cs, ns, node)
 	}
 	return ns
+}
+
+// apiServer is the host:port of the API server the tests talk to.
+func apiServer(t *testing.T) string {
+	t.Helper()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
 }
 
 // agentOn waits for the Running agent pod of namespace ns on node.
@@ -136,6 +154,9 @@ backend: kubernetes
 options:
   agent-namespace: %s
   node-selector: kubernetes.io/hostname=%s
+  # The test cluster's second node is tainted: only pods that tolerate it
+  # run there.
+  tolerations: chaos-k8s.io/extra-node:NoSchedule
 instance: {image: "chaos/busybox:latest"}
 `, agentNS, node))
 }

@@ -203,7 +203,7 @@ func TestLeaseExpired(t *testing.T) {
 // TestManifest: chaos agent install --dry-run prints testdata/install.yaml
 // (go test -run TestManifest -update writes it).
 func TestManifest(t *testing.T) {
-	got, err := Manifest("chaos-system", DefaultImage)
+	got, err := Manifest("chaos-system", DefaultImage, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +220,9 @@ func TestManifest(t *testing.T) {
 	if got != string(want) {
 		t.Errorf("the manifest differs from %s:\n%s", golden, got)
 	}
-	other, _ := Manifest("chaos-test-1", "img:1")
-	for _, s := range []string{"name: chaos-agent-chaos-test-1", "namespace: chaos-test-1", "image: img:1", "path: /var/lib/chaos-agent/chaos-test-1"} {
+	other, _ := Manifest("chaos-test-1", "img:1", "127.0.0.1:6443")
+	for _, s := range []string{"name: chaos-agent-chaos-test-1", "namespace: chaos-test-1", "image: img:1", "path: /var/lib/chaos-agent/chaos-test-1",
+		"hostNetwork: true", "name: KUBERNETES_SERVICE_HOST\n          value: 127.0.0.1", "name: KUBERNETES_SERVICE_PORT\n          value: \"6443\""} {
 		if !strings.Contains(other, s) {
 			t.Errorf("the manifest for namespace chaos-test-1 lacks %q", s)
 		}

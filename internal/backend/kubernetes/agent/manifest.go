@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +35,12 @@ type object struct {
 // The agent reads pods (and, for the consent, namespaces and the pods'
 // controllers) everywhere, and the runs' leases in its own namespace; it
 // writes nothing through the API.
-func objects(ns, image string) []object {
+//
+// apiServer (host:port), when set, is where the agent reaches the API
+// server instead of its Service: the pod then uses the node's network, so
+// an API server that listens on the node's loopback (the project's test
+// cluster, which has no kube-proxy) is reachable.
+func objects(ns, image, apiServer string) []object {
 	name := kubernetes.AgentApp
 	// Cluster-scoped names carry the namespace: agents may be installed
 	// in several.
@@ -87,6 +93,16 @@ func objects(ns, image string) []object {
 				},
 			},
 		}}
+	if apiServer != "" {
+		host, port, _ := strings.Cut(apiServer, ":")
+		if port == "" {
+			port = "443"
+		}
+		spec := &ds.Spec.Template.Spec
+		spec.HostNetwork = true
+		c := &spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host}, corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port})
+	}
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}
 	return []object{
 		{"/api/v1/namespaces/" + ns, &corev1.Namespace{TypeMeta: tm("Namespace", "v1"), ObjectMeta: meta(ns, "")}},
@@ -137,9 +153,9 @@ func plain(o any) (map[string]any, error) {
 }
 
 // Manifest is the install manifest as YAML documents.
-func Manifest(ns, image string) (string, error) {
+func Manifest(ns, image, apiServer string) (string, error) {
 	var b bytes.Buffer
-	for i, o := range objects(ns, image) {
+	for i, o := range objects(ns, image, apiServer) {
 		m, err := plain(o.obj)
 		if err != nil {
 			return "", err
@@ -158,8 +174,8 @@ func Manifest(ns, image string) (string, error) {
 
 // Install applies the manifest (server-side apply, so again is harmless);
 // done hears of each object.
-func Install(ctx context.Context, cs kubeapi.Interface, ns, image string, done func(string)) error {
-	for _, o := range objects(ns, image) {
+func Install(ctx context.Context, cs kubeapi.Interface, ns, image, apiServer string, done func(string)) error {
+	for _, o := range objects(ns, image, apiServer) {
 		m, err := plain(o.obj)
 		if err != nil {
 			return err
@@ -180,7 +196,7 @@ func Install(ctx context.Context, cs kubeapi.Interface, ns, image string, done f
 // Uninstall deletes what Install made, the namespace last; done hears of
 // each object deleted.
 func Uninstall(ctx context.Context, cs kubeapi.Interface, ns string, done func(string)) error {
-	objs := objects(ns, "")
+	objs := objects(ns, "", "")
 	for i := len(objs) - 1; i >= 0; i-- {
 		err := cs.CoreRESTClient().Delete().AbsPath(objs[i].path).Do(ctx).Error()
 		if apierrors.IsNotFound(err) {
