@@ -40,7 +40,12 @@ fi
 [ -x "$bin" ] || die "$bin is not an executable"
 
 r=$w/rootfs
-mkdir -p "$r/bin" "$r/usr/sbin" "$r/usr/bin" "$r/tmp" "$r/run" "$r/var/lib" "$r/etc"
+mkdir -p "$r/bin" "$r/usr/sbin" "$r/usr/bin" "$r/usr/lib" "$r/usr/lib64" "$r/tmp" "$r/run" "$r/var/lib" "$r/etc"
+# Merged /usr, as Debian's: a library ldd finds in /lib is where the tools
+# look for it in /usr/lib too (iptables' xtables modules are looked for in
+# /usr/lib/<arch>/xtables only).
+ln -s usr/lib "$r/lib"
+ln -s usr/lib64 "$r/lib64"
 chmod 1777 "$r/tmp"
 install -m 0755 "$bin" "$r/chaos"
 install -m 0755 /bin/busybox "$r/bin/busybox"
