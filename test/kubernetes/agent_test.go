@@ -70,6 +70,12 @@ func installAgent(t *testing.T, cs kubernetes.Interface, nodes ...string) string
 		if r.code != 0 {
 			t.Errorf("chaos agent uninstall: exit %d\n%s", r.code, r.stderr)
 		}
+		// The agent's journals are on the node (this machine), in a
+		// hostPath directory of its namespace's.
+		_ = os.RemoveAll(filepath.Join("/var/lib/chaos-agent", ns))
+		if ents, err := os.ReadDir("/var/lib/chaos-agent"); err == nil && len(ents) == 0 {
+			_ = os.Remove("/var/lib/chaos-agent")
+		}
 	})
 	if r.code != 0 {
 		t.Fatalf("chaos agent install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
