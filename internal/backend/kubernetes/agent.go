@@ -203,7 +203,17 @@ func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container, ta
 				return
 			}
 			defer release()
-			rep, err := CallAgent(ctx, b.cfg, b.cs, agent, AgentRequest{Op: AgentRevert, Run: b.run.ID, ID: id})
+			req := AgentRequest{Op: AgentRevert, Run: b.run.ID, ID: id}
+			rep, err := CallAgent(ctx, b.cfg, b.cs, agent, req)
+			if err != nil && rep.Agent == "" {
+				// The agent did not answer: one that replaced it on the
+				// node took its journal over, and reverts by the same id.
+				if now, lerr := agentsOn(ctx, b.cs, agent.Namespace, agent.Spec.NodeName); lerr == nil && len(now) > 0 && now[0].Name != agent.Name {
+					agent = &now[0]
+					who = agentName(agent)
+					rep, err = CallAgent(ctx, b.cfg, b.cs, agent, req)
+				}
+			}
 			b.recordAgent(rep)
 			if err != nil {
 				rerr = err
