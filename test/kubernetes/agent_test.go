@@ -506,3 +506,49 @@ flow:
 		t.Errorf("resource.applied %v names no agent of node %s", e, node)
 	}
 }
+
+// TestRestartedAgentReverts: an agent deleted while a freeze it made
+// holds is replaced by its DaemonSet; the new one takes the freeze over
+// from the journal on the node, and the harness's revert, sent to it,
+// thaws the pod.
+func TestRestartedAgentReverts(t *testing.T) {
+	cs := cluster(t)
+	node := nodes(t, cs)[0]
+	agentNS := installAgent(t, cs, node)
+	runs := t.TempDir()
+	id := "agent-restart-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	x := write(t, "x.yaml", fmt.Sprintf(tickerExperiment, id, "25s"))
+	done := make(chan result, 1)
+	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x) }()
+	dir := runDir(t, runs, id)
+	_, pid := runningPod(t, cs, id, "tick-0")
+	timelineEvent(t, dir, "agent.applied", map[string]string{"operation": "ice"}, time.Minute, done)
+	old := agentOn(t, cs, agentNS, node)
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(agentNS).Delete(context.Background(), old.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	var replacement *corev1.Pod
+	for deadline := time.Now().Add(90 * time.Second); replacement == nil; {
+		if p := agentOn(t, cs, agentNS, node); p.Name != old.Name {
+			replacement = p
+		} else if time.Now().After(deadline) {
+			t.Fatal("the agent was not replaced within 90s")
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if !frozen(t, pid) {
+		t.Fatal("the pod was thawed when its agent was deleted")
+	}
+	reverted := timelineEvent(t, dir, "agent.reverted", map[string]string{"operation": "ice"}, time.Minute, done)
+	if a, _ := reverted["agent"].(string); a != replacement.Name+"@"+node {
+		t.Errorf("agent.reverted names %q, want the replacement %s@%s", a, replacement.Name, node)
+	}
+	if frozen(t, pid) {
+		t.Error("the ticker stands still after the revert through the replacement agent")
+	}
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("chaos run exited %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 30))
+	}
+}
