@@ -164,6 +164,9 @@ type hunter struct {
 	// found is set once a candidate holds the threshold: from then on
 	// the reserve is kept (before, exploring may use the whole budget).
 	found bool
+	// try measures a narrower window: measure, or in the tests a
+	// simulated system.
+	try func(ctx context.Context, phase, from string, sc []experiment.Schedule, n int) *Candidate
 }
 
 // Execute runs a hunt and writes its directory under RunsDir/hunts/.
@@ -214,6 +217,7 @@ func Execute(ctx context.Context, o Options) (*File, string, error) {
 	}
 	f.Settings.PerCandidate, f.Settings.Threshold, f.Settings.Confirm = o.PerCandidate, o.Threshold, o.Confirm
 	h := &hunter{o: o, dir: dir, start: start, now: now, f: f, rng: rand.New(rand.NewPCG(seed, 0x68756e74))}
+	h.try = h.measure
 	if o.Count > 0 {
 		// The confirming runs are what the reproducer's figures rest on:
 		// keep room for them, or a quarter of a small budget.
@@ -393,6 +397,13 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 			h.logf("aim: %s's interval lies above the threshold %s (%s): it is a reproducer, so the rest of the budget goes to shrinking and confirming it", best.ID, stats.Percent(h.o.Threshold), best.Rate)
 			break
 		}
+		h.mu.Lock()
+		random := h.f.Explore
+		h.mu.Unlock()
+		if best != nil && h.clearlyAbove(best.Rate, random) {
+			h.logf("aim: %s hits %s, clearly above the random schedules' %s (its interval's lower end at least %s above their upper end) and at least %s: the rest of the budget goes to shrinking and confirming it", best.ID, best.Rate, random, stats.Percent(clearMargin), stats.Percent(h.bar()))
+			break
+		}
 		if best != nil && best.Rate.P() >= h.o.Threshold && h.spent() {
 			h.logf("aim: half the budget is spent and %s holds %s; the rest goes to shrinking and confirming it", best.ID, best.Rate)
 			break
@@ -495,6 +506,29 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 		return nil
 	}
 	return best
+}
+
+// clearMargin is how far a candidate's interval must lie above the random
+// schedules' for the search to stop early: the two intervals do not
+// touch, with room to spare, so the candidate is no chance find.
+const clearMargin = 0.1
+
+// bar is the hit rate a candidate must reach to stop the search early:
+// --until when given, else the threshold.
+func (h *hunter) bar() float64 {
+	if h.o.Until > 0 {
+		return h.o.Until
+	}
+	return h.o.Threshold
+}
+
+// clearlyAbove says whether a candidate's rate c settles the search: the
+// lower end of its interval lies at least clearMargin above the upper end
+// of the random schedules' interval, and its hit rate is at least the
+// bar. Without it, a candidate holding 60-80% would have the search go on
+// until half the budget was spent.
+func (h *hunter) clearlyAbove(c, random campaign.Rate) bool {
+	return random.Of > 0 && c.Of > 0 && c.Lo >= random.Hi+clearMargin && c.P() >= h.bar()
 }
 
 // count adds one exploring run to the tallies of the operations its
@@ -712,8 +746,12 @@ func stillFails(c, parent campaign.Rate, threshold float64) bool {
 // the smallest candidate that did.
 func (h *hunter) shrink(ctx context.Context, best *Candidate) *Candidate {
 	cur := h.removeSteps(ctx, best)
-	if hasWindow(cur.Schedules) && ctx.Err() == nil {
+	switch {
+	case ctx.Err() != nil:
+	case hasWindow(cur.Schedules):
 		cur = h.narrow(ctx, "shrink", cur, h.o.Threshold)
+	default:
+		cur = h.narrowGaps(ctx, cur)
 	}
 	return cur
 }

@@ -171,3 +171,31 @@ func TestCountTalliesEachOperationOnce(t *testing.T) {
 		t.Errorf("all %v, a %v, b %v; want [2 3], [1 2], [2 2]", all, *tally["a"], *tally["b"])
 	}
 }
+
+// TestClearlyAboveStopsTheSearchEarly: the search stops at a candidate
+// whose interval lies clearly above the random schedules' and whose hit
+// rate reaches --until (the threshold without it), rather than going on
+// until half the budget is spent.
+func TestClearlyAboveStopsTheSearchEarly(t *testing.T) {
+	cases := []struct {
+		name             string
+		c, random        campaign.Rate
+		until, threshold float64
+		want             bool
+	}{
+		{"7 of 10 against 1 of 20", campaign.NewRate(7, 10), campaign.NewRate(1, 20), 0, 0.5, true},
+		{"6 of 10 against 6 of 120", campaign.NewRate(6, 10), campaign.NewRate(6, 120), 0, 0.5, true},
+		{"7 of 10 against 4 of 20: the intervals too close", campaign.NewRate(7, 10), campaign.NewRate(4, 20), 0, 0.5, false},
+		{"below --until", campaign.NewRate(7, 10), campaign.NewRate(1, 40), 0.8, 0.5, false},
+		{"at --until", campaign.NewRate(8, 10), campaign.NewRate(1, 40), 0.8, 0.5, true},
+		{"below the threshold", campaign.NewRate(4, 10), campaign.NewRate(0, 60), 0, 0.5, false},
+		{"3 of 3 against 4 of 20: too few runs", campaign.NewRate(3, 3), campaign.NewRate(4, 20), 0, 0.5, false},
+		{"no random runs yet", campaign.NewRate(9, 10), campaign.Rate{}, 0, 0.5, false},
+	}
+	for _, tc := range cases {
+		h := &hunter{o: Options{Until: tc.until, Threshold: tc.threshold}}
+		if got := h.clearlyAbove(tc.c, tc.random); got != tc.want {
+			t.Errorf("%s: clearlyAbove(%v, %v) = %v, want %v", tc.name, tc.c, tc.random, got, tc.want)
+		}
+	}
+}

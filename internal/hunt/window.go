@@ -244,47 +244,98 @@ func (h *hunter) narrow(ctx context.Context, phase string, c *Candidate, thresho
 		if !fs.step.Window() {
 			continue
 		}
+		w := window{fs.step.Gap, fs.step.Max}
 		if threshold > 0 {
-			h.logf("%s: narrowing step %d's window %s while the hit rate stays at least %s and not significantly below its parent's", phase, k+1, window{fs.step.Gap, fs.step.Max}, stats.Percent(threshold))
+			h.logf("%s: narrowing step %d's window %s while the hit rate stays at least %s and not significantly below its parent's", phase, k+1, w, stats.Percent(threshold))
 		}
-		start := cur
-		tries := 0
-		tried := map[window]*Candidate{}
-		st := fs.step
-		w := bisect(window{st.Gap, st.Max}, h.minWidth(c.Schedules[fs.sched].Node), func(parent, p window) (campaign.Rate, bool, bool) {
-			if ctx.Err() != nil || threshold == 0 && cur.Rate.P() >= h.o.Threshold {
-				return campaign.Rate{}, false, false
+		cur = h.narrowStep(ctx, phase, cur, k, w, h.minWidth(c.Schedules[fs.sched].Node), threshold)
+	}
+	return cur
+}
+
+// narrowGaps narrows the gaps of a time-based schedule (no step aimed at
+// a signal) as narrow does windows: a step lands tens of milliseconds off
+// its gap from run to run, so the drawn gap may sit at the edge of what
+// hits. Each step in turn, the last first (the step that fails the
+// system is most often the last kept), gets a window of its gap plus or
+// minus a sixteenth of its node's gap range, the other steps pinned, and
+// bisection keeps the part that still fails; when none does the step
+// stays pinned as drawn. The confirming runs pin each window to its
+// middle.
+func (h *hunter) narrowGaps(ctx context.Context, c *Candidate) *Candidate {
+	cur := c
+	steps := flatten(c.Schedules)
+	for k := len(steps) - 1; k >= 0 && ctx.Err() == nil; k-- {
+		if _, ok := h.left(); !ok {
+			break
+		}
+		fs := steps[k]
+		w, ok := h.gapWindow(c.Schedules[fs.sched], fs.step)
+		if !ok {
+			continue
+		}
+		h.logf("shrink: narrowing step %d's gap (%s, %s): trying the window %s while the hit rate stays at least %s and not significantly below its parent's", k+1, fs.step.Gap, fs.step.Operation, w, stats.Percent(h.o.Threshold))
+		cur = h.narrowStep(ctx, "shrink", cur, k, w, h.minWidth(c.Schedules[fs.sched].Node), h.o.Threshold)
+	}
+	return cur
+}
+
+// gapWindow is the window narrowGaps tries for a time-based step: its gap
+// plus or minus a sixteenth of its node's gap range, not below 0; false
+// for a step aimed at a signal, one with a window already, or a node
+// whose gap range is too small to narrow.
+func (h *hunter) gapWindow(s experiment.Schedule, st experiment.ScheduleStep) (window, bool) {
+	g := h.generateAt(s.Node)
+	if s.Signal != "" || st.Window() || g == nil {
+		return window{}, false
+	}
+	pad := wholeMs((g.Gap.Max - g.Gap.Min) / aimPad)
+	if pad <= 0 {
+		return window{}, false
+	}
+	return window{max(0, st.Gap-pad), st.Gap + pad}, true
+}
+
+// narrowStep narrows flat step k of cur from the window w by bisection
+// and returns the candidate of the narrowest part that still failed (cur
+// when none did).
+func (h *hunter) narrowStep(ctx context.Context, phase string, cur *Candidate, k int, w window, least experiment.Duration, threshold float64) *Candidate {
+	start := cur
+	tries := 0
+	tried := map[window]*Candidate{}
+	w = bisect(w, least, func(parent, p window) (campaign.Rate, bool, bool) {
+		if ctx.Err() != nil || threshold == 0 && cur.Rate.P() >= h.o.Threshold {
+			return campaign.Rate{}, false, false
+		}
+		pc := start
+		if t := tried[parent]; t != nil {
+			pc = t
+		}
+		tries++
+		m := h.try(ctx, phase, fmt.Sprintf("%s, step %d's window narrowed to %s", pc.ID, k+1, p), withWindow(pc.Schedules, k, p), h.o.PerCandidate)
+		if m == nil {
+			return campaign.Rate{}, false, false
+		}
+		ok := stillFails(m.Rate, pc.Rate, threshold)
+		m.StillFails = &ok
+		if ok {
+			h.logf("%s: %s still fails (%s): the window may narrow to %s", phase, m.ID, m.Rate, p)
+			tried[p] = m
+			if better(m.Rate, cur.Rate) || m.Rate.P() >= h.o.Threshold {
+				cur = m
 			}
-			pc := start
-			if t := tried[parent]; t != nil {
-				pc = t
-			}
-			tries++
-			m := h.measure(ctx, phase, fmt.Sprintf("%s, step %d's window narrowed to %s", pc.ID, k+1, p), withWindow(pc.Schedules, k, p), h.o.PerCandidate)
-			if m == nil {
-				return campaign.Rate{}, false, false
-			}
-			ok := stillFails(m.Rate, pc.Rate, threshold)
-			m.StillFails = &ok
-			if ok {
-				h.logf("%s: %s still fails (%s): the window may narrow to %s", phase, m.ID, m.Rate, p)
-				tried[p] = m
-				if better(m.Rate, cur.Rate) || m.Rate.P() >= h.o.Threshold {
-					cur = m
-				}
-			} else {
-				h.logf("%s: %s does not (%s)", phase, m.ID, m.Rate)
-			}
-			return m.Rate, ok, true
-		})
-		if t := tried[w]; t != nil {
-			cur = t
 		} else {
-			cur = start
+			h.logf("%s: %s does not (%s)", phase, m.ID, m.Rate)
 		}
-		if tries > 0 {
-			h.logf("%s: step %d's window is %s (%s)", phase, k+1, w, cur.Rate)
-		}
+		return m.Rate, ok, true
+	})
+	if t := tried[w]; t != nil {
+		cur = t
+	} else {
+		cur = start
+	}
+	if tries > 0 {
+		h.logf("%s: step %d's window is %s (%s)", phase, k+1, w, cur.Rate)
 	}
 	return cur
 }

@@ -2,6 +2,8 @@ package hunt
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -242,5 +244,124 @@ func TestConfirmInterruptedPinsTheMiddles(t *testing.T) {
 	got := h.confirm(ctx, c)
 	if got == nil || hasWindow(got.Schedules) || got.Schedules[0].Steps[0].Gap != ms(20) || !hasWindow(c.Schedules) {
 		t.Errorf("confirm (interrupted) = %+v, want c3 with its window pinned to 20ms (and c3 left alone)", got)
+	}
+}
+
+// TestNarrowGapsCentresATimeBasedStep narrows the gaps of time-based
+// schedules against a simulated system: genYAML's schedule of two steps,
+// where a run hits when the second step lands (the sum of the gaps, each
+// drawn from its window, plus the run's drift, up to driftMs) inside
+// [a, b]. The shrink must move a gap that sits at the edge of what hits
+// towards its middle, and leave a schedule pinned as drawn when no
+// narrower window still fails.
+func TestNarrowGapsCentresATimeBasedStep(t *testing.T) {
+	x, err := Load("g.yaml", []byte(genYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const node = "flow.parallel[1].serial[1]"
+	cases := []struct {
+		name    string
+		gaps    [2]int // ms, as drawn
+		a, b    int    // the times of the second step that hit, ms
+		driftMs int
+		// The pinned schedule's hit rate, and the least rate the result
+		// (each window pinned to its middle) must have; narrowed, it must
+		// hit more often than the pinned one.
+		pinned, least float64
+		narrowed      bool
+	}{
+		{"the drawn gap at the window's edge", [2]int{200, 300}, 510, 550, 40, 0.75, 0.85, true},
+		{"the drawn gap early", [2]int{300, 160}, 470, 520, 30, 0.68, 0.85, true},
+		{"no narrower window fails: pinned as drawn", [2]int{200, 300}, 500, 505, 0, 1, 1, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// rate is the exact hit rate of sc with its windows pinned to
+			// their middles, over the drift.
+			at := func(sc []experiment.Schedule, draw func(st experiment.ScheduleStep) experiment.Duration) time.Duration {
+				var sum experiment.Duration
+				for _, st := range sc[0].Steps {
+					sum += draw(st)
+				}
+				return time.Duration(sum)
+			}
+			hits := func(t time.Duration) bool {
+				return t >= time.Duration(ms(tc.a)) && t <= time.Duration(ms(tc.b))
+			}
+			rate := func(sc []experiment.Schedule) float64 {
+				base := at(centres(sc), func(st experiment.ScheduleStep) experiment.Duration { return st.Gap })
+				n := 0
+				for d := 0; d <= tc.driftMs; d++ {
+					if hits(base + time.Duration(d)*time.Millisecond) {
+						n++
+					}
+				}
+				return float64(n) / float64(tc.driftMs+1)
+			}
+			sc := []experiment.Schedule{{Node: node, Steps: []experiment.ScheduleStep{{Gap: ms(tc.gaps[0]), Operation: "b"}, {Gap: ms(tc.gaps[1]), Operation: "a"}}}}
+			if got := rate(sc); got < tc.pinned-0.05 || got > tc.pinned+0.05 {
+				t.Fatalf("the pinned schedule hits %.2f, want about %.2f", got, tc.pinned)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			h := &hunter{o: Options{Experiment: x, PerCandidate: 20, Threshold: 0.5}, f: &File{}, now: time.Now, start: time.Now()}
+			n := 0
+			h.try = func(_ context.Context, _, _ string, sc []experiment.Schedule, runs int) *Candidate {
+				n++
+				hit := 0
+				for range runs {
+					t := at(sc, func(st experiment.ScheduleStep) experiment.Duration {
+						if st.Window() {
+							return st.Gap + experiment.Duration(rng.Int64N(int64(st.Max-st.Gap)+1))
+						}
+						return st.Gap
+					})
+					if hits(t + time.Duration(rng.IntN(tc.driftMs+1))*time.Millisecond) {
+						hit++
+					}
+				}
+				return &Candidate{ID: fmt.Sprintf("c%d", n+1), Schedules: sc, Rate: campaign.NewRate(hit, runs)}
+			}
+			start := &Candidate{ID: "c1", Schedules: sc, Rate: campaign.NewRate(int(20*tc.pinned+0.5), 20)}
+			got := h.narrowGaps(context.Background(), start)
+			if hasWindow(got.Schedules) != tc.narrowed {
+				t.Errorf("narrowed to %s (%d candidates measured); want a window: %v", describe(got.Schedules), n, tc.narrowed)
+			}
+			if r := rate(got.Schedules); r < tc.least || tc.narrowed && r <= tc.pinned {
+				t.Errorf("narrowed to %s, whose middles hit %.2f; want at least %.2f (pinned: %.2f)", describe(got.Schedules), r, tc.least, tc.pinned)
+			}
+			if !tc.narrowed && got != start {
+				t.Errorf("narrowGaps = %s, want the schedule as drawn (%s)", got.ID, start.ID)
+			}
+		})
+	}
+}
+
+func TestGapWindow(t *testing.T) {
+	x, err := Load("g.yaml", []byte(genYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hunter{o: Options{Experiment: x}}
+	const node = "flow.parallel[1].serial[1]" // gaps of 10ms to 900ms: a pad of 55ms
+	cases := []struct {
+		name string
+		s    experiment.Schedule
+		st   experiment.ScheduleStep
+		want window
+		ok   bool
+	}{
+		{"a time-based step", experiment.Schedule{Node: node}, experiment.ScheduleStep{Gap: ms(300)}, window{ms(245), ms(355)}, true},
+		{"not below 0", experiment.Schedule{Node: node}, experiment.ScheduleStep{Gap: ms(20)}, window{0, ms(75)}, true},
+		{"a gap carried past the range", experiment.Schedule{Node: node}, experiment.ScheduleStep{Gap: ms(1500)}, window{ms(1445), ms(1555)}, true},
+		{"aimed at a signal", experiment.Schedule{Node: node, Signal: "s"}, experiment.ScheduleStep{Gap: ms(300)}, window{}, false},
+		{"a window already", experiment.Schedule{Node: node}, experiment.ScheduleStep{Gap: ms(300), Max: ms(320)}, window{}, false},
+		{"no such node", experiment.Schedule{Node: "flow.serial[9]"}, experiment.ScheduleStep{Gap: ms(300)}, window{}, false},
+	}
+	for _, tc := range cases {
+		got, ok := h.gapWindow(tc.s, tc.st)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: gapWindow = %s, %v; want %s, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
 	}
 }
