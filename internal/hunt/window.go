@@ -256,13 +256,19 @@ func (h *hunter) narrow(ctx context.Context, phase string, c *Candidate, thresho
 // narrowGaps narrows the gaps of a time-based schedule (no step aimed at
 // a signal) as narrow does windows: a step lands tens of milliseconds off
 // its gap from run to run, so the drawn gap may sit at the edge of what
-// hits. Each step in turn, the last first (the step that fails the
+// hits. A schedule that hit every run is left as it is. Each step in
+// turn, the last first (the step that fails the
 // system is most often the last kept), gets a window of its gap plus or
 // minus a sixteenth of its node's gap range, the other steps pinned, and
 // bisection keeps the part that still fails; when none does the step
 // stays pinned as drawn. The confirming runs pin each window to its
 // middle.
 func (h *hunter) narrowGaps(ctx context.Context, c *Candidate) *Candidate {
+	if c.Rate.Of > 0 && c.Rate.Hit == c.Rate.Of {
+		// It hit every run: no window could do better, so the runs
+		// are not spent.
+		return c
+	}
 	cur := c
 	steps := flatten(c.Schedules)
 	for k := len(steps) - 1; k >= 0 && ctx.Err() == nil; k-- {

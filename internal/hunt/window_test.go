@@ -273,7 +273,8 @@ func TestNarrowGapsCentresATimeBasedStep(t *testing.T) {
 	}{
 		{"the drawn gap at the window's edge", [2]int{200, 300}, 510, 550, 40, 0.75, 0.85, true},
 		{"the drawn gap early", [2]int{300, 160}, 470, 520, 30, 0.68, 0.85, true},
-		{"no narrower window fails: pinned as drawn", [2]int{200, 300}, 500, 505, 0, 1, 1, false},
+		{"no narrower window fails: pinned as drawn", [2]int{200, 300}, 500, 508, 10, 0.82, 0.8, false},
+		{"it hit every run: left as it is", [2]int{200, 300}, 480, 560, 40, 1, 1, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,6 +330,9 @@ func TestNarrowGapsCentresATimeBasedStep(t *testing.T) {
 			}
 			if r := rate(got.Schedules); r < tc.least || tc.narrowed && r <= tc.pinned {
 				t.Errorf("narrowed to %s, whose middles hit %.2f; want at least %.2f (pinned: %.2f)", describe(got.Schedules), r, tc.least, tc.pinned)
+			}
+			if tc.pinned == 1 && n > 0 {
+				t.Errorf("%d candidates measured for a schedule that hit every run, want none", n)
 			}
 			if !tc.narrowed && got != start {
 				t.Errorf("narrowGaps = %s, want the schedule as drawn (%s)", got.ID, start.ID)
