@@ -477,19 +477,18 @@ func (h *hunter) search(ctx context.Context) *Candidate {
 			break
 		}
 		if e.windowed {
-			aimed = append(aimed, c)
-		}
-		if e.windowed && c.Rate.Hit > 0 {
-			// A window eight times narrower than the gap range that
+			// A window sixteen times narrower than the gap range that
 			// hits no more than twice as often as random delays is
-			// likely a chance hit: not worth the runs of narrowing.
+			// likely a chance hit: not worth the runs of narrowing, and
+			// a later hit inside it is aimed at again.
 			h.mu.Lock()
-			random := h.f.Explore.P()
+			random := h.f.Explore
 			h.mu.Unlock()
-			if c.Rate.P() > 2*random {
+			if pursued(c.Rate, random) {
+				aimed = append(aimed, c)
 				c = h.narrow(ctx, "aim", c, 0)
 			} else {
-				h.logf("aim: %s hits %s, not above twice the random delays' %s: not narrowed", c.ID, c.Rate, stats.Percent(random))
+				h.logf("aim: %s hits %s, not above twice the random delays' %s: not narrowed, and a later hit inside its window is aimed at again", c.ID, c.Rate, stats.Percent(random.P()))
 			}
 		}
 		if best == nil || better(c.Rate, best.Rate) {

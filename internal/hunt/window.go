@@ -23,11 +23,16 @@ type window struct{ lo, hi experiment.Duration }
 
 func (w window) String() string { return fmt.Sprintf("[%s,%s]", w.lo, w.hi) }
 
-// Aiming: a hit's window reaches a sixteenth of the node's declared gap
-// range to each side of the delay it drew; narrowing stops at a fiftieth
-// of it (and at 2 ms): finer than the runs' own jitter helps nothing.
+// Aiming: a hit's window reaches a thirty-second of the node's declared
+// gap range to each side of the delay it drew (a window a sixteenth of the
+// range: a race that random delays hit in 1-3% of runs fills a good part
+// of it, so ten runs of it are unlikely to miss); narrowing stops at a
+// fiftieth of it (and at 2 ms): finer than the runs' own jitter helps
+// nothing. A time-based step's gap gets a window of a sixteenth of the
+// range to each side (gapPad): its runs drift more.
 const (
-	aimPad      = 16
+	aimPad      = 32
+	gapPad      = 16
 	narrowest   = 50
 	leastWindow = experiment.Duration(2 * time.Millisecond)
 )
@@ -295,7 +300,7 @@ func (h *hunter) gapWindow(s experiment.Schedule, st experiment.ScheduleStep) (w
 	if s.Signal != "" || st.Window() || g == nil {
 		return window{}, false
 	}
-	pad := wholeMs((g.Gap.Max - g.Gap.Min) / aimPad)
+	pad := wholeMs((g.Gap.Max - g.Gap.Min) / gapPad)
 	if pad <= 0 {
 		return window{}, false
 	}
@@ -355,4 +360,12 @@ func windowOf(sc []experiment.Schedule, k int) window {
 		k -= len(s.Steps)
 	}
 	return window{}
+}
+
+// pursued says whether a windowed candidate that hit c is worth narrowing
+// and stands for its window from then on: it hit more than twice as often
+// as the random delays (random). A window that hit less is likely a
+// chance hit, and a later hit inside it is aimed at again.
+func pursued(c, random campaign.Rate) bool {
+	return c.Hit > 0 && c.P() > 2*random.P()
 }

@@ -369,3 +369,25 @@ func TestGapWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestPursued: a window that hit nothing, or no more than twice as often
+// as the random delays, does not stand for its delays: a later hit inside
+// it is aimed at again (a 197 ms window of a 3 s range that hit 0 of 10
+// once kept a hunt from aiming at 0-45 ms, where every hit was).
+func TestPursued(t *testing.T) {
+	cases := []struct {
+		c, random campaign.Rate
+		want      bool
+	}{
+		{campaign.NewRate(0, 10), campaign.NewRate(1, 60), false},
+		{campaign.NewRate(1, 10), campaign.NewRate(4, 60), false},
+		{campaign.NewRate(1, 10), campaign.NewRate(2, 60), true},
+		{campaign.NewRate(6, 10), campaign.NewRate(6, 120), true},
+		{campaign.NewRate(2, 10), campaign.NewRate(0, 20), true},
+	}
+	for _, tc := range cases {
+		if got := pursued(tc.c, tc.random); got != tc.want {
+			t.Errorf("pursued(%v, %v) = %v, want %v", tc.c, tc.random, got, tc.want)
+		}
+	}
+}
