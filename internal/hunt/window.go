@@ -27,14 +27,17 @@ func (w window) String() string { return fmt.Sprintf("[%s,%s]", w.lo, w.hi) }
 // gap range to each side of the delay it drew (a window a sixteenth of the
 // range: a race that random delays hit in 1-3% of runs fills a good part
 // of it, so ten runs of it are unlikely to miss); narrowing stops at a
-// fiftieth of it (and at 2 ms): finer than the runs' own jitter helps
-// nothing. A time-based step's gap gets a window of a sixteenth of the
-// range to each side (gapPad): its runs drift more.
+// hundredth of it (and at 2 ms): finer than the runs' own jitter helps
+// nothing (a 3 s range narrows to 30 ms, about the jitter of a loaded
+// machine). A time-based step's gap gets a window of a sixteenth of the
+// range to each side (gapPad) and narrows to a fiftieth (gapNarrowest):
+// its runs drift more.
 const (
-	aimPad      = 32
-	gapPad      = 16
-	narrowest   = 50
-	leastWindow = experiment.Duration(2 * time.Millisecond)
+	aimPad       = 32
+	gapPad       = 16
+	narrowest    = 100
+	gapNarrowest = 50
+	leastWindow  = experiment.Duration(2 * time.Millisecond)
 )
 
 // generateAt is the experiment's generate node at path.
@@ -73,10 +76,10 @@ func (h *hunter) aimWindows(sc []experiment.Schedule) ([]experiment.Schedule, bo
 }
 
 // minWidth is the narrowest window narrowing makes for a step of the
-// schedule at node.
-func (h *hunter) minWidth(node string) experiment.Duration {
+// schedule at node: the node's gap range divided by div.
+func (h *hunter) minWidth(node string, div experiment.Duration) experiment.Duration {
 	if g := h.generateAt(node); g != nil {
-		return max(leastWindow, wholeMs((g.Gap.Max-g.Gap.Min)/narrowest))
+		return max(leastWindow, wholeMs((g.Gap.Max-g.Gap.Min)/div))
 	}
 	return leastWindow
 }
@@ -253,7 +256,7 @@ func (h *hunter) narrow(ctx context.Context, phase string, c *Candidate, thresho
 		if threshold > 0 {
 			h.logf("%s: narrowing step %d's window %s while the hit rate stays at least %s and not significantly below its parent's", phase, k+1, w, stats.Percent(threshold))
 		}
-		cur = h.narrowStep(ctx, phase, cur, k, w, h.minWidth(c.Schedules[fs.sched].Node), threshold)
+		cur = h.narrowStep(ctx, phase, cur, k, w, h.minWidth(c.Schedules[fs.sched].Node, narrowest), threshold)
 	}
 	return cur
 }
@@ -286,7 +289,7 @@ func (h *hunter) narrowGaps(ctx context.Context, c *Candidate) *Candidate {
 			continue
 		}
 		h.logf("shrink: narrowing step %d's gap (%s, %s): trying the window %s while the hit rate stays at least %s and not significantly below its parent's", k+1, fs.step.Gap, fs.step.Operation, w, stats.Percent(h.o.Threshold))
-		cur = h.narrowStep(ctx, "shrink", cur, k, w, h.minWidth(c.Schedules[fs.sched].Node), h.o.Threshold)
+		cur = h.narrowStep(ctx, "shrink", cur, k, w, h.minWidth(c.Schedules[fs.sched].Node, gapNarrowest), h.o.Threshold)
 	}
 	return cur
 }
