@@ -314,6 +314,10 @@ func (h *hunter) gapWindow(s experiment.Schedule, st experiment.ScheduleStep) (w
 // and returns the candidate of the narrowest part that still failed (cur
 // when none did).
 func (h *hunter) narrowStep(ctx context.Context, phase string, cur *Candidate, k int, w window, least experiment.Duration, threshold float64) *Candidate {
+	try := h.try
+	if try == nil {
+		try = h.measure
+	}
 	start := cur
 	tries := 0
 	tried := map[window]*Candidate{}
@@ -326,7 +330,7 @@ func (h *hunter) narrowStep(ctx context.Context, phase string, cur *Candidate, k
 			pc = t
 		}
 		tries++
-		m := h.try(ctx, phase, fmt.Sprintf("%s, step %d's window narrowed to %s", pc.ID, k+1, p), withWindow(pc.Schedules, k, p), h.o.PerCandidate)
+		m := try(ctx, phase, fmt.Sprintf("%s, step %d's window narrowed to %s", pc.ID, k+1, p), withWindow(pc.Schedules, k, p), h.o.PerCandidate)
 		if m == nil {
 			return campaign.Rate{}, false, false
 		}
