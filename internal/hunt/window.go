@@ -358,17 +358,6 @@ func (h *hunter) narrowStep(ctx context.Context, phase string, cur *Candidate, k
 	return cur
 }
 
-// windowOf is flat step k's window.
-func windowOf(sc []experiment.Schedule, k int) window {
-	for _, s := range sc {
-		if k < len(s.Steps) {
-			return window{s.Steps[k].Gap, s.Steps[k].Max}
-		}
-		k -= len(s.Steps)
-	}
-	return window{}
-}
-
 // pursued says whether a windowed candidate that hit c is worth narrowing
 // and stands for its window from then on: it hit more than twice as often
 // as the random delays (random). A window that hit less is likely a

@@ -832,7 +832,7 @@ export CHAOS_K8S_PAUSE_IMAGE=$PAUSE_IMAGE
 export CHAOS_K8S_STATE=$S
 export CHAOS_K8S_BIN=$BIN
 export CHAOS_K8S_CONTAINERD_ADDRESS=$S/containerd/containerd.sock
-export CHAOS_K8S_NODES="$(node_names | xargs)"
+export CHAOS_K8S_NODE_NAMES="$(node_names | xargs)"
 export CHAOS_K8S_CONTAINERD_ADDRESSES="$(node_socks | xargs)"
 export CHAOS_K8S_EXTRA_NODE_TAINT=$EXTRA_TAINT
 EOF

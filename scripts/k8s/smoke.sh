@@ -110,7 +110,7 @@ ok "pod-to-pod ping long -> $ip"
 
 # 4b. every other node runs a pod that asks for it (its taint tolerated), in
 #     its own containerd, and pods reach each other across nodes
-set -- ${CHAOS_K8S_NODES:-}
+set -- ${CHAOS_K8S_NODE_NAMES:-}
 addrs=(${CHAOS_K8S_CONTAINERD_ADDRESSES:-})
 for ((n = 2; n <= $#; n++)); do
   node=${!n} t=$EPOCHREALTIME
