@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -357,6 +358,13 @@ func restoreJournaled(ctx context.Context, cs kubeapi.Interface, ns string, dry 
 	}
 	if l, err := cs.ReplicaSets(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, o := range l.Items {
+			// A Deployment's ReplicaSet carries the Deployment's annotations
+			// (its controller copies them), the journal too; it is the
+			// Deployment's to scale back, and scaling it here races with
+			// the controller doing so.
+			if metav1.GetControllerOf(&o) != nil {
+				continue
+			}
 			refs, metas = append(refs, controllerRef{o.Namespace, "ReplicaSet", o.Name}), append(metas, o.ObjectMeta)
 		}
 	}
@@ -381,11 +389,16 @@ func restoreJournaled(ctx context.Context, cs kubeapi.Interface, ns string, dry 
 			errs = append(errs, err)
 			continue
 		}
-		sc, err := a.getScale()
-		if err == nil && sc.Spec.Replicas < int32(n) {
+		// Read again and tried again when something wrote the object
+		// meanwhile (its controller, its status), as kubectl scale does.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			sc, err := a.getScale()
+			if err != nil || sc.Spec.Replicas >= int32(n) {
+				return err
+			}
 			sc.Spec.Replicas = int32(n)
-			err = a.updateScale(sc)
-		}
+			return a.updateScale(sc)
+		})
 		if err == nil {
 			data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
 				AnnotationRestoreReplicas: nil, AnnotationRestoreRun: nil, AnnotationPid: nil, AnnotationPidStart: nil, AnnotationPidNS: nil, AnnotationHost: nil}}})

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -191,5 +192,64 @@ func TestExternalScaleJournal(t *testing.T) {
 	}
 	if got := get(); *got.Spec.Replicas != 3 || got.Annotations[AnnotationRestoreReplicas] != "" || got.Annotations[AnnotationPid] != "" || got.Annotations[ConsentKey] != "true" {
 		t.Fatalf("after cleanup: replicas %d, annotations %v", *got.Spec.Replicas, got.Annotations)
+	}
+}
+
+// TestCleanupLeavesADeploymentsReplicaSet: a Deployment's ReplicaSet
+// carries the Deployment's annotations, the outage's journal among them
+// (its controller copies them). chaos cleanup scales the Deployment back,
+// with one conflict tried again, and leaves the ReplicaSet to it: scaled
+// here too, it raced with the controller ("the object has been
+// modified", a CI failure of TestExternalOutageRestoredByCleanup).
+func TestCleanupLeavesADeploymentsReplicaSet(t *testing.T) {
+	o := backend.CurrentOwner()
+	ann := map[string]string{AnnotationRestoreReplicas: "2", AnnotationRestoreRun: "r1", AnnotationPid: "999999999",
+		AnnotationPidStart: "1", AnnotationPidNS: o.PidNS, AnnotationHost: o.Host}
+	zero, yes := int32(0), true
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "gateway", UID: "d1", Annotations: maps.Clone(ann)}, Spec: appsv1.DeploymentSpec{Replicas: &zero}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "gw", Name: "gateway-6d6d", Annotations: maps.Clone(ann),
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "gateway", UID: "d1", Controller: &yes}}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero}}
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gw"}}, d, rs)
+	var calls []string
+	conflicts := 1
+	cs.PrependReactor("*", "*", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "scale" {
+			return false, nil, nil
+		}
+		res := action.GetResource().Resource
+		calls = append(calls, action.GetVerb()+" "+res)
+		if res != "deployments" {
+			return true, nil, fmt.Errorf("%s scale: not expected", res)
+		}
+		cur, err := cs.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), "gw", "gateway")
+		if err != nil {
+			return true, nil, err
+		}
+		dd := cur.(*appsv1.Deployment).DeepCopy()
+		if action.GetVerb() == "get" {
+			return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: "gateway", Namespace: "gw"}, Spec: autoscalingv1.ScaleSpec{Replicas: *dd.Spec.Replicas}}, nil
+		}
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(appsv1.Resource("deployments"), "gateway", fmt.Errorf("the object has been modified"))
+		}
+		sc := action.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale)
+		dd.Spec.Replicas = &sc.Spec.Replicas
+		return true, sc, cs.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), dd, "gw")
+	})
+	var found []string
+	if err := cleanupWith(context.Background(), fakeClient{CS: cs}, backend.Cleanup{Found: func(s string) { found = append(found, s) }}); err != nil {
+		t.Fatalf("cleanup: %v (scale calls %v)", err, calls)
+	}
+	if strings.Join(found, ";") != "restored deployment gw/gateway to 2 replicas" {
+		t.Fatalf("cleanup found %q (scale calls %v)", found, calls)
+	}
+	got, _ := cs.AppsV1().Deployments("gw").Get(context.Background(), "gateway", metav1.GetOptions{})
+	if *got.Spec.Replicas != 2 || got.Annotations[AnnotationRestoreRun] != "" {
+		t.Fatalf("the deployment after cleanup: replicas %d, annotations %v", *got.Spec.Replicas, got.Annotations)
+	}
+	if strings.Join(calls, ",") != "get deployments,update deployments,get deployments,update deployments" {
+		t.Fatalf("scale calls %v: want the deployment's only, its conflict tried again", calls)
 	}
 }
