@@ -477,20 +477,7 @@ func TestTaskLimitThroughTheAgent(t *testing.T) {
 id: agent-tasks
 timeout: 2m
 workloads:
-  - name: forks
-    # A shell whose fork fails dies: the forks are a subshell's, and the
-    # script waits with a builtin (read -t on a FIFO) while the limit may
-    # still hold.
-    run: |
-      mkfifo /tmp/tick.$$
-      sleep 5
-      ( for i in $(seq 30); do sleep 1 & done; wait ) 2> during.err
-      read -t 6 x <> /tmp/tick.$$
-      ( sleep 0 ) && echo forked > after
-    checks:
-      - {name: fork-failed-while-held, kind: shell, run: 'grep -q "Resource temporarily unavailable\|can.t fork" during.err'}
-      - {name: fork-works-after, kind: shell, run: 'test "$(cat after)" = forked'}
-operations:
+`+forksWorkload+`operations:
   - {name: tasks, uses: task-limit, target: {workload: forks}, resource: {tasks: 8}, duration: 4s}
 flow:
   parallel:

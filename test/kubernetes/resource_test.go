@@ -44,6 +44,22 @@ func throttled(pid int) int64 {
 	return -1
 }
 
+// forksWorkload is a workload whose forks fail while a task limit of 8
+// holds and work after, with a check of each; a shell whose fork fails
+// dies, so the forks are a subshell's, and the script waits with a
+// builtin (read -t on a FIFO) while the limit may still hold.
+const forksWorkload = `  - name: forks
+    run: |
+      mkfifo /tmp/tick.$$
+      sleep 5
+      ( for i in $(seq 30); do sleep 1 & done; wait ) 2> during.err
+      read -t 6 x <> /tmp/tick.$$
+      ( sleep 0 ) && echo forked > after
+    checks:
+      - {name: fork-failed-while-held, kind: shell, run: 'grep -q "Resource temporarily unavailable\|can.t fork" during.err'}
+      - {name: fork-works-after, kind: shell, run: 'test "$(cat after)" = forked'}
+`
+
 // TestResourceFaultsOnPods: the resource faults on instance pods (on the
 // harness's node), proven from outside the harness: a CPU limit throttles
 // the spinning container (nr_throttled of its cpu group, read from the
@@ -61,20 +77,7 @@ workloads:
   - name: spin
     run: |
       end=$(( $(date +%s) + 14 )); while [ "$(date +%s)" -lt "$end" ]; do :; done
-  - name: forks
-    # A shell whose fork fails dies: the forks are a subshell's, and the
-    # script waits with a builtin (read -t on a FIFO) while the limit may
-    # still hold.
-    run: |
-      mkfifo /tmp/tick.$$
-      sleep 5
-      ( for i in $(seq 30); do sleep 1 & done; wait ) 2> during.err
-      read -t 6 x <> /tmp/tick.$$
-      ( sleep 0 ) && echo forked > after
-    checks:
-      - {name: fork-failed-while-held, kind: shell, run: 'grep -q "Resource temporarily unavailable\|can.t fork" during.err'}
-      - {name: fork-works-after, kind: shell, run: 'test "$(cat after)" = forked'}
-  - name: hog
+`+forksWorkload+`  - name: hog
     run: |
       sleep 3
       end=$(( $(date +%s) + 12 ))
