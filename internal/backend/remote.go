@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"net/netip"
 
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/netfault"
@@ -24,8 +25,16 @@ type RemoteFault struct {
 	Fault     string `json:"fault"`
 	Operation string `json:"operation"`
 	Run       int    `json:"run"`
-	// Network is a network fault's rule (not a partition's).
+	// Network is a network fault's rule, or one partition member's (what
+	// it must not take from the others).
 	Network  *netfault.Spec       `json:"network,omitempty"`
 	Resource *experiment.Resource `json:"resource,omitempty"`
 	Clock    *experiment.Clock    `json:"clock,omitempty"`
+}
+
+// Addressed is a handle whose addresses are known without reaching its
+// network namespace (a pod's IPs, from the API): a partition cuts a member
+// whose namespace only its node's agent reaches off by them.
+type Addressed interface {
+	Addrs(ctx context.Context) ([]netip.Addr, error)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -61,26 +62,64 @@ func applyNetwork(ctx context.Context, env Env, op Op, h backend.Handle) error {
 // (namespaces found and checked, rules journaled, nft started in each
 // namespace with its rules), then committed together, one goroutine per
 // member released at once, and the hold is timed from the last member's
-// rule taking effect. The heal is made the same way. If a rule cannot be
-// prepared or applied, those that were are removed and the partition
-// fails. The timeline has network.applied and network.removed per member
-// with the moment of each edge (at), and network.partition with the
-// spread of each edge across the members.
+// rule taking effect. The heal is made the same way. A member an agent
+// of its node serves (backend.Remote: a pod with the node agent) gets its
+// rule from that agent, all agents asked at once just before the members
+// of this machine are committed; its addresses come from the backend
+// (backend.Addressed) when its namespace is not on this machine. If a
+// rule cannot be prepared or applied, those that were are removed and the
+// partition fails. The timeline has network.applied and network.removed
+// per member with the moment of each edge (at), and network.partition
+// with the spread of each edge across the members.
 func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cut func(i, j int) bool) error {
 	if op.Net == nil {
 		return errors.New("partition: this run applies no network faults")
 	}
 	bg := context.WithoutCancel(ctx)
-	targets := make([]netfault.Target, len(members))
+	local := make([]*netfault.Target, len(members))
+	addrs := make([][]netip.Addr, len(members))
 	for i, h := range members {
 		t, err := netTarget(bg, h)
-		if err != nil {
+		_, remote := h.(backend.Remote)
+		ah, addressed := h.(backend.Addressed)
+		switch {
+		case err == nil:
+			local[i], addrs[i] = &t, t.Addrs
+		case remote && addressed:
+			a, aerr := ah.Addrs(bg)
+			if aerr != nil {
+				return errors.Join(err, aerr)
+			}
+			addrs[i] = a
+		default:
 			return err
 		}
-		if len(t.Addrs) == 0 {
+		if len(addrs[i]) == 0 {
 			return fmt.Errorf("%s: no address to cut off", h.Name())
 		}
-		targets[i] = t
+	}
+	specs := make([]netfault.Spec, len(members))
+	for i := range members {
+		specs[i] = netfault.Spec{Fault: netfault.Partition}
+		for j := range members {
+			// Each cut is made where the packet arrives: dropped on its way
+			// in, it is lost to the sender without a word, where one dropped
+			// on its way out makes the send fail (EPERM).
+			if i != j && cut(j, i) {
+				specs[i].DropFrom = append(specs[i].DropFrom, addrs[j]...)
+			}
+		}
+	}
+	far := applyThroughAgents(bg, op, members, specs)
+	var errs []error
+	for _, a := range far {
+		if a.err != nil {
+			errs = append(errs, a.err)
+		}
+	}
+	if len(errs) > 0 {
+		_, uerr := revertThroughAgents(bg, far)
+		return errors.Join(append(errs, uerr)...)
 	}
 	var pending []*netfault.Pending
 	abort := func() {
@@ -88,34 +127,41 @@ func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cu
 			p.Abort()
 		}
 	}
-	for i, t := range targets {
-		s := netfault.Spec{Fault: netfault.Partition}
-		for j, o := range targets {
-			if i == j {
-				continue
-			}
-			// Each cut is made where the packet arrives: dropped on its way
-			// in, it is lost to the sender without a word, where one dropped
-			// on its way out makes the send fail (EPERM).
-			if cut(j, i) {
-				s.DropFrom = append(s.DropFrom, o.Addrs...)
-			}
-		}
-		if len(s.DropTo)+len(s.DropFrom) == 0 {
+	for i, h := range members {
+		if far[i].served || len(specs[i].DropTo)+len(specs[i].DropFrom) == 0 {
 			continue
 		}
-		p, err := op.Net.Prepare(bg, t, s, netfault.Op{Operation: op.Operation, Run: op.Run})
+		if local[i] == nil {
+			abort()
+			_, uerr := revertThroughAgents(bg, far)
+			return errors.Join(fmt.Errorf("%s: no node agent serves it, and its network namespace is not on this machine", h.Name()), uerr)
+		}
+		p, err := op.Net.Prepare(bg, *local[i], specs[i], netfault.Op{Operation: op.Operation, Run: op.Run})
 		if err != nil {
 			abort()
-			return err
+			_, uerr := revertThroughAgents(bg, far)
+			return errors.Join(err, uerr)
 		}
 		pending = append(pending, p)
 	}
 	var rules []*netfault.Rule
-	errs := commitAll(bg, pending)
+	errs = commitAll(bg, pending)
 	for i, p := range pending {
 		if errs[i] == nil {
 			rules = append(rules, p.Rule())
+		}
+	}
+	edges := func(at func(*netfault.Rule) time.Time, agents []time.Time) []time.Time {
+		var ts []time.Time
+		for _, r := range rules {
+			ts = append(ts, at(r))
+		}
+		return append(ts, agents...)
+	}
+	var agentsOn []time.Time
+	for _, a := range far {
+		if a.served {
+			agentsOn = append(agentsOn, a.at)
 		}
 	}
 	undo := func(ctx context.Context) error {
@@ -130,20 +176,85 @@ func Partition(ctx context.Context, env Env, op Op, members []backend.Handle, cu
 			}
 			ps = append(ps, p)
 		}
+		var off []time.Time
+		var aerr error
+		done := make(chan struct{})
+		go func() { off, aerr = revertThroughAgents(ctx, far); close(done) }()
 		errs = append(errs, commitAll(ctx, ps)...)
-		recordSpread(env, op, "off", rules, func(r *netfault.Rule) time.Time { return r.Removed })
+		<-done
+		errs = append(errs, aerr)
+		recordSpread(env, op, "off", edges(func(r *netfault.Rule) time.Time { return r.Removed }, off))
 		return errors.Join(errs...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return errors.Join(err, undo(bg))
 	}
-	on := recordSpread(env, op, "on", rules, func(r *netfault.Rule) time.Time { return r.Applied })
+	on := recordSpread(env, op, "on", edges(func(r *netfault.Rule) time.Time { return r.Applied }, agentsOn))
 	// The hold runs from the last member's cut, not from when this
 	// goroutine got round to it.
-	if op.Duration > 0 && len(rules) > 0 {
+	if op.Duration > 0 && !on.IsZero() {
 		op.Duration = max(op.Duration-time.Since(on), time.Nanosecond)
 	}
 	return hold(ctx, env, op, undo)
+}
+
+// farMember is a partition member's rule as the agent of its node applied
+// it: served when one did, at when it answered.
+type farMember struct {
+	served bool
+	undo   func(ctx context.Context) error
+	at     time.Time
+	err    error
+}
+
+// applyThroughAgents asks, all at once, the agent of each member that has
+// one (backend.Remote) for its rule.
+func applyThroughAgents(ctx context.Context, op Op, members []backend.Handle, specs []netfault.Spec) []farMember {
+	out := make([]farMember, len(members))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, h := range members {
+		r, ok := h.(backend.Remote)
+		if !ok || len(specs[i].DropTo)+len(specs[i].DropFrom) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			s := specs[i]
+			undo, served, err := r.ApplyRemote(ctx, backend.RemoteFault{Fault: op.Fault, Operation: op.Operation, Run: op.Run, Network: &s})
+			out[i] = farMember{served: served && err == nil, undo: undo, at: time.Now(), err: err}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// revertThroughAgents reverts, all at once, what the agents applied, and
+// says when each answered.
+func revertThroughAgents(ctx context.Context, far []farMember) ([]time.Time, error) {
+	var mu sync.Mutex // guards at and errs
+	var at []time.Time
+	var errs []error
+	var wg sync.WaitGroup
+	for _, a := range far {
+		if !a.served {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := a.undo(ctx)
+			mu.Lock()
+			at = append(at, time.Now())
+			errs = append(errs, err)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return at, errors.Join(errs...)
 }
 
 // commitAll makes every pending change at once, one goroutine each, all
@@ -175,10 +286,9 @@ func commitAll(ctx context.Context, ps []*netfault.Pending) []error {
 // recordSpread records network.partition for one edge (on, off): when the
 // last member's rule changed and how far apart the members' changes were.
 // It returns the last.
-func recordSpread(env Env, op Op, edge string, rules []*netfault.Rule, at func(*netfault.Rule) time.Time) time.Time {
+func recordSpread(env Env, op Op, edge string, times []time.Time) time.Time {
 	var first, last time.Time
-	for _, r := range rules {
-		t := at(r)
+	for _, t := range times {
 		if t.IsZero() {
 			continue
 		}
@@ -189,8 +299,8 @@ func recordSpread(env Env, op Op, edge string, rules []*netfault.Rule, at func(*
 			last = t
 		}
 	}
-	if len(rules) > 0 && !last.IsZero() {
-		env.Record("network.partition", rundir.F("operation", op.Operation), rundir.F("run", op.Run), rundir.F("edge", edge), rundir.F("members", len(rules)),
+	if !last.IsZero() {
+		env.Record("network.partition", rundir.F("operation", op.Operation), rundir.F("run", op.Run), rundir.F("edge", edge), rundir.F("members", len(times)),
 			rundir.F("at", last.UTC().Format(time.RFC3339Nano)), rundir.F("spread_ms", float64(last.Sub(first).Microseconds())/1000))
 	}
 	return last

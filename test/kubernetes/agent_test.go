@@ -23,6 +23,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/clockpatch/clocktest"
 	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 // The node agent (chaos agent) on the test cluster: each test installs
@@ -537,5 +538,82 @@ func TestRestartedAgentReverts(t *testing.T) {
 	r := <-done
 	if r.code != 0 {
 		t.Fatalf("chaos run exited %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 30))
+	}
+}
+
+// TestPartitionThroughTheAgents: a partition between two pods of the
+// last node (the second one on the test cluster), each member's rule
+// applied by that node's agent (agent.applied, uses partition, twice),
+// both at once (network.partition on each edge). The client pod's own
+// log shows its peer unreachable while the partition holds and reachable
+// again after, which its check says.
+func TestPartitionThroughTheAgents(t *testing.T) {
+	cs := cluster(t)
+	all := nodes(t, cs)
+	node := all[len(all)-1]
+	agentNS := installAgent(t, cs, node)
+	runs := t.TempDir()
+	id := "agent-partition-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
+id: `+id+`
+timeout: 2m
+workloads:
+  - name: peer
+    instances: 2
+    timeout: 90s
+    # peer-0 serves; peer-1 reaches it (once it does, it logs every try).
+    run: |
+      if [ "$CHAOS_INSTANCE" = peer-0 ]; then
+        mkdir -p www && echo hi > www/index.html
+        httpd -f -p "$CHAOS_NET_ADDR:8080" -h www & pid=$!
+        while [ ! -e "$CHAOS_STOP_FILE" ]; do sleep 0.1; done
+        kill $pid; wait; exit 0
+      fi
+      until echo | nc -w 1 "$CHAOS_NET_ADDR_PEER_0" 8080 >/dev/null 2>&1; do sleep 0.2; done
+      echo ok > reach
+      while [ ! -e "$CHAOS_STOP_FILE" ]; do
+        if echo | nc -w 1 "$CHAOS_NET_ADDR_PEER_0" 8080 >/dev/null 2>&1; then echo ok; else echo fail; fi >> reach
+        sleep 0.3
+      done
+    checks:
+      - {name: cut-off-while-held, kind: shell, run: '[ "$CHAOS_INSTANCE" = peer-0 ] || grep -qx fail reach'}
+      - {name: reached-after, kind: shell, run: '[ "$CHAOS_INSTANCE" = peer-0 ] || tail -n 3 reach | grep -qx ok'}
+operations:
+  - {name: split, uses: partition, network: {groups: [[peer-0], [peer-1]]}, duration: 4s}
+flow:
+  parallel:
+    - peer
+    - serial:
+        - {wait: {workload: peer, condition: running}}
+        - {delay: 4s}
+        - split
+        - {delay: 4s}
+        - {stop: peer}
+`)
+	r := chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x)
+	if r.code != 0 {
+		t.Fatalf("chaos run exited %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 40))
+	}
+	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied, edges := 0, map[string]bool{}
+	for _, e := range events {
+		switch e.Name {
+		case "agent.applied":
+			if e.String("uses") == "partition" {
+				applied++
+				if a := e.String("agent"); !strings.HasSuffix(a, "@"+node) {
+					t.Errorf("agent.applied names agent %q, want one on node %s", a, node)
+				}
+			}
+		case "network.partition":
+			edges[e.String("edge")] = true
+			t.Logf("%s: %v members, spread %v ms", e.String("edge"), e.Get("members"), e.Get("spread_ms"))
+		}
+	}
+	if applied != 2 || !edges["on"] || !edges["off"] {
+		t.Fatalf("agent.applied for the partition: %d (want 2, one a member); network.partition edges: %v (want on and off)", applied, edges)
 	}
 }

@@ -41,17 +41,7 @@ func netOf(p *corev1.Pod) (backend.Net, error) {
 	if p.Spec.HostNetwork {
 		return backend.Net{}, fmt.Errorf("pod %s: %w: it uses the node's network (hostNetwork), which the harness never changes", name, backend.ErrUnsupported)
 	}
-	var addrs []netip.Addr
-	for _, ip := range p.Status.PodIPs {
-		if a, err := netip.ParseAddr(ip.IP); err == nil {
-			addrs = append(addrs, a)
-		}
-	}
-	if len(addrs) == 0 {
-		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil {
-			addrs = append(addrs, a)
-		}
-	}
+	addrs := addrsOf(p)
 	var ids []string
 	for _, st := range append(append([]corev1.ContainerStatus{}, p.Status.ContainerStatuses...), p.Status.InitContainerStatuses...) {
 		if st.State.Running == nil || st.ContainerID == "" {
@@ -70,6 +60,46 @@ func netOf(p *corev1.Pod) (backend.Net, error) {
 		return backend.Net{}, fmt.Errorf("pod %s runs on node %s: none of its containers is a process of this machine, and the harness changes only namespaces it can reach from the host: install the node agent (chaos agent install) to reach it there", name, p.Spec.NodeName)
 	}
 	return backend.Net{NS: fmt.Sprintf("/proc/%d/ns/net", pid), Addrs: addrs, What: "pod " + name, Pid: pid}, nil
+}
+
+// addrsOf are a pod's IPs, as its status gives them.
+func addrsOf(p *corev1.Pod) []netip.Addr {
+	var addrs []netip.Addr
+	for _, ip := range p.Status.PodIPs {
+		if a, err := netip.ParseAddr(ip.IP); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		if a, err := netip.ParseAddr(p.Status.PodIP); err == nil {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// podAddrs are the IPs of pod name in scope sc, from the API: what a
+// partition cuts off where only the pod's node reaches its namespace.
+func (b *Backend) podAddrs(ctx context.Context, sc scope, name string) ([]netip.Addr, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	p, err := b.podIn(ctx, sc, name)
+	if err != nil {
+		return nil, err
+	}
+	return addrsOf(p), nil
+}
+
+// Addrs are the instance's pod's IPs.
+func (in *instance) Addrs(ctx context.Context) ([]netip.Addr, error) {
+	return in.b.podAddrs(ctx, in.b.runScope(), in.pod)
+}
+
+// Addrs are the pod's IPs.
+func (h *podHandle) Addrs(ctx context.Context) ([]netip.Addr, error) {
+	pod, _ := h.current()
+	return h.b.podAddrs(ctx, h.sc, pod)
 }
 
 // hostPidOf returns a process of this machine in a container with one of

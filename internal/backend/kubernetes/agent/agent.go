@@ -229,8 +229,11 @@ func (s *Server) apply(ctx context.Context, req kubernetes.AgentRequest) (string
 		return "", errors.New("apply needs a run and a fault")
 	}
 	f := *req.Fault
-	if f.Fault == experiment.FaultPartition || !(f.Fault == experiment.FaultFreeze || experiment.IsNetworkFault(f.Fault) || experiment.IsResourceFault(f.Fault) || experiment.IsClockFault(f.Fault)) {
-		return "", fmt.Errorf("%s: not a fault the agent applies (freeze, latency, loss, bandwidth, reset, blackhole, resource and clock faults)", f.Fault)
+	if !(f.Fault == experiment.FaultFreeze || experiment.IsNetworkFault(f.Fault) || experiment.IsResourceFault(f.Fault) || experiment.IsClockFault(f.Fault)) {
+		return "", fmt.Errorf("%s: not a fault the agent applies (freeze, latency, loss, bandwidth, reset, blackhole, a partition member's rule, resource and clock faults)", f.Fault)
+	}
+	if f.Fault == experiment.FaultPartition && (f.Network == nil || f.Network.Fault != netfault.Partition) {
+		return "", errors.New("partition: the agent applies one member's rule (network.drop_from), which this request lacks")
 	}
 	p, err := Pod(ctx, s.cfg.Client, s.cfg.Node, req.Run, req.Pod)
 	if err != nil {
