@@ -86,6 +86,23 @@ func catches(pid int, bin string, sig syscall.Signal) bool {
 
 // sigMask reports whether sig is in the mask field (SigCgt, SigIgn) of
 // /proc/PID/status.
+// stopProcess stops pid (SIGSTOP) and says whether it is stopped, within
+// a second; false when it ended first.
+func stopProcess(pid int) bool {
+	if syscall.Kill(pid, syscall.SIGSTOP) != nil {
+		return false
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		switch st, err := procState(pid); {
+		case err != nil || st == 'Z':
+			return false
+		case st == 'T':
+			return true
+		}
+	}
+	return false
+}
+
 func sigMask(pid int, field string, sig syscall.Signal) bool {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -202,9 +219,15 @@ func TestSignalAtAnyMomentAborts(t *testing.T) {
 				delay := time.Duration(rng.Int64N(int64(window)))
 				time.Sleep(delay)
 				// Past its last decision chaos ignores SIGINT (sigcatch.Finish)
-				// while it exits: a moment after that is after the run.
-				if st, err := procState(r.pid); err != nil || st == 'Z' || sigMask(r.pid, "SigIgn", syscall.SIGINT) {
+				// while it exits: a moment after that is after the run. It is
+				// stopped while the test looks and signals, so it cannot start
+				// ignoring SIGINT between the look and the signal (a SIGINT
+				// sent just as it did so was lost, and the run exited 0, once
+				// in CI).
+				stopped := stopProcess(r.pid)
+				if st, err := procState(r.pid); err != nil || st == 'Z' || !stopped || sigMask(r.pid, "SigIgn", syscall.SIGINT) {
 					// It ended before the moment came: draw again.
+					_ = syscall.Kill(r.pid, syscall.SIGCONT)
 					r.wait(t)
 					mu.Lock()
 					sent--
@@ -215,6 +238,7 @@ func TestSignalAtAnyMomentAborts(t *testing.T) {
 				if err := syscall.Kill(r.pid, syscall.SIGINT); err != nil {
 					t.Errorf("kill: %v", err)
 				}
+				_ = syscall.Kill(r.pid, syscall.SIGCONT)
 				r.wait(t)
 				phase, id := checkSignalled(t, r, delay)
 				mu.Lock()
