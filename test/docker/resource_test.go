@@ -527,7 +527,11 @@ flow:
 			break
 		}
 	}
-	if ratio := median(squeeze.relPass) / median(before.relPass); ratio < 1.5 {
+	// The baseline is the quicker of the two phases without a fault before
+	// it: the first passes of "before" may still read the working set from
+	// disk (4.5 times the neighbour's once in CI, against 0.67 after
+	// cpu-stress).
+	if ratio := median(squeeze.relPass) / min(median(before.relPass), median(afterBurn.relPass)); ratio < 1.5 {
 		t.Errorf("beside its neighbour, a pass over the working set took %.2f times as long under memory-pressure, want 1.5 or more (reclaimed pages read again)", ratio)
 	}
 	if l := lines[len(lines)-1].memLimit; l != lines[0].memLimit {
