@@ -101,7 +101,7 @@ func (e *engine) lock(ctx context.Context, path, name string, limit time.Duratio
 			f.Close()
 			return nil, 0, fmt.Errorf("lock %s: flock %s: %w", name, path, err)
 		}
-		holder := lockHolder(path)
+		holder := lockHolder(ctx, path)
 		if n == 0 {
 			e.rec.Record("lock.waiting", rundir.F("lock", name), rundir.F("file", path), rundir.F("holder", holder), rundir.F("timeout", limit.String()))
 		} else if time.Since(lastNotice) >= lockNotice {
@@ -122,21 +122,41 @@ func (e *engine) lock(ctx context.Context, path, name string, limit time.Duratio
 		}
 	}
 	// Who holds it, for the runs that will wait: the file is rewritten in
-	// place, and only ever by its holder.
-	holder := fmt.Sprintf("run %s (chaos pid %d) since %s", e.runID, os.Getpid(), time.Now().UTC().Format(time.RFC3339))
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(holder+"\n"), 0)
+	// place, and only ever by its holder. Written before the truncation, so
+	// that once a lock has had a holder its file is never empty.
+	holder := []byte(fmt.Sprintf("run %s (chaos pid %d) since %s\n", e.runID, os.Getpid(), time.Now().UTC().Format(time.RFC3339)))
+	if _, err := f.WriteAt(holder, 0); err == nil {
+		_ = f.Truncate(int64(len(holder)))
 	}
 	return f, time.Since(start), nil
 }
 
-// lockHolder reads who holds a lock, as its holder wrote it.
-func lockHolder(path string) string {
-	b, err := os.ReadFile(path)
-	if h := strings.TrimSpace(string(b)); err == nil && h != "" {
-		return h
+// holderWait is how long a waiting run gives a new holder to write its
+// name: it does so straight after its flock succeeds.
+const holderWait = time.Second
+
+// lockHolder reads who holds a lock, as its holder wrote it (the first
+// line). An empty file is a holder that has just taken the lock and not
+// yet written its name (a lock's first holder), so it is read again for up
+// to holderWait before the holder is called unnamed.
+func lockHolder(ctx context.Context, path string) string {
+	deadline := time.Now().Add(holderWait)
+	for {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Sprintf("another process (%v)", err)
+		}
+		if h, _, _ := strings.Cut(string(b), "\n"); strings.TrimSpace(h) != "" {
+			return strings.TrimSpace(h)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return "another process, which has not written its name in " + path
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+		}
 	}
-	return "another process"
 }
 
 // lockOK takes the adapter's locks, before the run starts anything of the

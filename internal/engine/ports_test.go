@@ -14,6 +14,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/adapter"
 	"github.com/chaos-harness/chaos/internal/rundir"
+	"golang.org/x/sys/unix"
 )
 
 // TestReservedPortsAreNobodyElses: a reserved port is never handed out
@@ -244,5 +245,34 @@ flow: w
 	}
 	if len(find(events, "node.started")) != 0 {
 		t.Error("the flow started with a target that is not the run's")
+	}
+}
+
+// TestLockHolderWaitsForANewHoldersName: a waiting run that looks between
+// the holder's flock and its writing of its name still names it (CI once
+// recorded "another process" in TestLockedRunsTakeTurns).
+func TestLockHolderWaitsForANewHoldersName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = f.WriteAt([]byte("run r1 (chaos pid 1) since now\nstale tail of a longer name"), 0)
+	}()
+	if h := lockHolder(context.Background(), path); h != "run r1 (chaos pid 1) since now" {
+		t.Errorf("holder %q", h)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.lock")
+	if err := os.WriteFile(empty, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if h := lockHolder(context.Background(), empty); !strings.Contains(h, "has not written its name") {
+		t.Errorf("holder of a lock nobody names: %q", h)
 	}
 }
