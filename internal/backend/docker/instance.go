@@ -323,6 +323,11 @@ type instance struct {
 	ended   bool
 	done    chan struct{}
 	changed chan struct{} // closed and replaced on every event
+	// at is the engine's time (Unix ns) of the newest event applied. An
+	// event older than it is stale and ignored: one the watchdog applied
+	// ahead of the stream carries its state's time, and the stream's own
+	// copy of an earlier event (a die before that start) may come after it.
+	at int64
 }
 
 func (in *instance) containerID() string {
@@ -344,6 +349,12 @@ func (in *instance) event(m events.Message) {
 		in.mu.Unlock()
 		return
 	}
+	// An event without a time (0) is not compared.
+	if m.TimeNano != 0 && m.TimeNano < in.at {
+		in.mu.Unlock()
+		return
+	}
+	in.at = max(in.at, m.TimeNano)
 	var report []func()
 	state := func(s backend.State, reason string) {
 		report = append(report, func() { in.spec.OnState(s, reason) })
