@@ -61,7 +61,8 @@ func (e *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // newWatchdogBackend is a backend whose client talks to a fake engine, with
-// one instance "i-0" whose container the engine knows.
+// one instance "i-0" whose container was created at 1 and started at 2 (on
+// the engine's clock, as at says it).
 func newWatchdogBackend(t *testing.T) (*Backend, *instance, *fakeEngine, *states) {
 	t.Helper()
 	e := &fakeEngine{id: strings.Repeat("c0", 32)}
@@ -77,6 +78,9 @@ func newWatchdogBackend(t *testing.T) (*Backend, *instance, *fakeEngine, *states
 	in := &instance{b: b, spec: backend.InstanceSpec{Name: "i-0", OnState: st.on}, id: e.id,
 		done: make(chan struct{}), changed: make(chan struct{})}
 	b.instances["i-0"] = in
+	streamed(in, events.ActionCreate, 1)
+	streamed(in, events.ActionStart, 2)
+	e.set(running(2))
 	return b, in, e, st
 }
 
@@ -127,9 +131,6 @@ func wantStates(t *testing.T, st *states, when string, want ...string) {
 func TestWatchdogComparesTheListWithAnEarlierView(t *testing.T) {
 	b, in, e, st := newWatchdogBackend(t)
 	ctx := context.Background()
-	streamed(in, events.ActionCreate, 1)
-	streamed(in, events.ActionStart, 2)
-	e.set(running(2))
 
 	// A restart: its die is streamed, its start is late on the stream.
 	setDown(in, true)
@@ -176,9 +177,6 @@ func TestWatchdogComparesTheListWithAnEarlierView(t *testing.T) {
 func TestWatchdogIgnoresALateEventOlderThanWhatItApplied(t *testing.T) {
 	b, in, e, st := newWatchdogBackend(t)
 	ctx := context.Background()
-	streamed(in, events.ActionCreate, 1)
-	streamed(in, events.ActionStart, 2)
-	e.set(running(2))
 
 	setDown(in, true)
 	e.set(exited(2, 3, 137))
@@ -231,8 +229,6 @@ func TestWatchdogIgnoresALateEventOlderThanWhatItApplied(t *testing.T) {
 func TestWatchdogAppliesOnlyWhatTheContainerStillShows(t *testing.T) {
 	b, in, e, st := newWatchdogBackend(t)
 	ctx := context.Background()
-	streamed(in, events.ActionCreate, 1)
-	streamed(in, events.ActionStart, 2)
 	setDown(in, true)
 	e.set(exited(2, 3, 137))
 	suspect := b.lookForLost(ctx, nil)
