@@ -5,7 +5,7 @@
 # and tc, iptables-nft with iptables-save/-restore and its xtables modules)
 # taken from this machine with the shared libraries ldd names, and Debian's
 # busybox-static for a shell. Written as a docker-archive tarball without
-# Docker (as chaos-image.sh) and imported into the test cluster's
+# Docker (lib-image.sh, as chaos-image.sh) and imported into the test cluster's
 # containerd(s) with ctr.
 #
 #   agent-image.sh [BINARY]   build (or take BINARY, a static chaos), import,
@@ -17,13 +17,8 @@
 # $CHAOS_K8S_CONTAINERD_ADDRESS (eval "$(scripts/k8s/cluster.sh env)").
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-die() { echo "agent-image.sh: $*" >&2; exit 1; }
-ADDRS=${CHAOS_K8S_CONTAINERD_ADDRESSES:-${CHAOS_K8S_CONTAINERD_ADDRESS:-}}
-[ -n "$ADDRS" ] || die "CHAOS_K8S_CONTAINERD_ADDRESS is not set: eval \"\$(scripts/k8s/cluster.sh env)\""
-command -v ctr >/dev/null || die "ctr is missing: apt-get install containerd"
-[ -x /bin/busybox ] || die "/bin/busybox is missing: apt-get install busybox-static"
+. "$(dirname "${BASH_SOURCE[0]}")/lib-image.sh"
+image_need_cluster
 TOOLS=(nsenter nft ip tc xtables-nft-multi)
 for t in "${TOOLS[@]}"; do
   command -v "$t" >/dev/null || PATH=$PATH:/usr/sbin:/sbin command -v "$t" >/dev/null ||
@@ -32,12 +27,7 @@ done
 
 w=$(mktemp -d)
 trap 'rm -rf "$w"' EXIT
-bin=${1:-}
-if [ -z "$bin" ]; then
-  (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$w/chaos" ./cmd/chaos)
-  bin=$w/chaos
-fi
-[ -x "$bin" ] || die "$bin is not an executable"
+bin=$(image_binary "$w" "${1:-}")
 
 r=$w/rootfs
 mkdir -p "$r/bin" "$r/usr/sbin" "$r/usr/bin" "$r/usr/lib" "$r/usr/lib64" "$r/tmp" "$r/run" "$r/var/lib" "$r/etc"
@@ -48,8 +38,7 @@ ln -s usr/lib "$r/lib"
 ln -s usr/lib64 "$r/lib64"
 chmod 1777 "$r/tmp"
 install -m 0755 "$bin" "$r/chaos"
-install -m 0755 /bin/busybox "$r/bin/busybox"
-for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
+image_busybox "$r"
 # copy FILE: the file, at its own path, and every library ldd says it loads.
 copy() {
   local f=$1 lib
@@ -85,21 +74,6 @@ fi
 # iptables reads its protocols and services by name.
 for f in /etc/protocols /etc/services; do [ -e "$f" ] && cp "$f" "$r$f"; done
 
-mkdir -p "$w/img"
-tar -C "$r" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$w/layer.tar" .
-diff=$(sha256sum "$w/layer.tar" | cut -d' ' -f1)
-ref=chaos-test/agent:${diff:0:16}
-mkdir "$w/img/$diff"
-mv "$w/layer.tar" "$w/img/$diff/layer.tar"
-printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/sbin:/usr/bin:/bin"],"Entrypoint":["/chaos"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' "$diff" >"$w/config.json"
-cfg=$(sha256sum "$w/config.json" | cut -d' ' -f1)
-mv "$w/config.json" "$w/img/$cfg.json"
-printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$cfg" "$ref" "$diff" >"$w/img/manifest.json"
-tar -C "$w/img" --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -cf "$w/image.tar" .
-for a in $ADDRS; do
-  if ! ctr -a "$a" -n k8s.io images ls -q | grep -qx "docker.io/$ref"; then
-    ctr -a "$a" -n k8s.io images import "$w/image.tar" >/dev/null
-  fi
-  ctr -a "$a" -n k8s.io images tag --force "docker.io/$ref" docker.io/chaos/agent:latest >/dev/null
-done
+ref=$(image_archive "$r" "$w/image.tar" '"Env":["PATH=/usr/sbin:/usr/bin:/bin"],"Entrypoint":["/chaos"]' chaos-test/agent:)
+image_import "$w/image.tar" "$ref" chaos/agent:latest
 echo "$ref"
