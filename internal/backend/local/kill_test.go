@@ -3,8 +3,6 @@ package local
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -63,23 +61,5 @@ func waitDone(t *testing.T, in backend.Instance) {
 
 func createInstance(t *testing.T, b *Backend, script string) backend.Instance {
 	t.Helper()
-	dir := t.TempDir()
-	out := filepath.Join(dir, "output")
-	wrapper, run := filepath.Join(dir, "wrapper.sh"), filepath.Join(dir, "run.sh")
-	if err := os.WriteFile(wrapper, []byte(backend.WrapperScript), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(run, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR="+out, "CHAOS_RUN_SCRIPT="+run)
-	in, err := b.Create(context.Background(), backend.InstanceSpec{
-		Workload: "w", Name: "w-0", Dir: dir, OutputDir: out, LogDir: filepath.Join(dir, "logs"),
-		Wrapper: wrapper, Script: run, Env: env, OnState: func(backend.State, string) {},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Delete(context.Background()) })
-	return in
+	return createInstanceWith(t, b, script, func(backend.State, string) {}, func(string) {})
 }

@@ -210,6 +210,18 @@ func groupCPU(t *testing.T, pid int) (read func() float64, dir string) {
 	}, dir
 }
 
+// busyLoop starts an unlimited busy loop, the neighbour a CPU share is
+// measured beside, until the end of the test; it returns its pid.
+func busyLoop(t *testing.T) int {
+	t.Helper()
+	ref := exec.Command("sh", "-c", "while :; do :; done")
+	if err := ref.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ref.Process.Kill(); ref.Wait() })
+	return ref.Process.Pid
+}
+
 // sideBySide measures, over one window, how much of a CPU target (a CPU
 // time in seconds) and ref (an unlimited busy loop's pid) each use. The
 // window lasts until ref has had refCPU seconds of CPU, or at most max:
@@ -259,16 +271,12 @@ func TestCPULimitHoldsABusyLoop(t *testing.T) {
 	needControllers(t, cgroup.CPU, cgroup.CPUAcct)
 	in := createInstance(t, New(backendtest.NewRun(t, nil)), "sh -c 'echo $$ > busy.pid; while :; do :; done'")
 	pid := scriptPid(t, in, "busy.pid")
-	ref := exec.Command("sh", "-c", "while :; do :; done")
-	if err := ref.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ref.Process.Kill(); ref.Wait() })
+	ref := busyLoop(t)
 	env := &resEnv{}
 	revert := applyHeld(t, env, in, experiment.FaultCPULimit, &experiment.Resource{CPU: "20%"}, t.TempDir())
 	time.Sleep(300 * time.Millisecond) // the quota's first periods
 	group, dir := groupCPU(t, pid)
-	held, free, window := sideBySide(t, group, ref.Process.Pid, 2.5, time.Minute)
+	held, free, window := sideBySide(t, group, ref, 2.5, time.Minute)
 	t.Logf("held at 20%%: %.3f of a CPU (%s/cpuacct.usage); an unlimited neighbour: %.3f (over %v)", held, dir, free, window.Round(time.Millisecond))
 	// The limit is a ceiling whatever the load; the floor is the limit's
 	// unless the machine gives even an unlimited loop less.
@@ -279,7 +287,7 @@ func TestCPULimitHoldsABusyLoop(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the fault's group %s is still there after the revert", dir)
 	}
-	after, free, window := sideBySide(t, func() float64 { return cpuOf(t, pid) }, ref.Process.Pid, 2.5, time.Minute)
+	after, free, window := sideBySide(t, func() float64 { return cpuOf(t, pid) }, ref, 2.5, time.Minute)
 	t.Logf("after the revert: %.3f of a CPU; the unlimited neighbour: %.3f (over %v)", after, free, window.Round(time.Millisecond))
 	// Relative to the neighbour only: on a saturated machine both get
 	// half a CPU (0.48 beside 0.51 once), where a loop still limited gets
@@ -608,11 +616,7 @@ func TestCPUStressBurnsInTheTargetsGroup(t *testing.T) {
 	needControllers(t, cgroup.CPU, cgroup.CPUAcct)
 	in := createInstance(t, New(backendtest.NewRun(t, nil)), "sh -c 'echo $$ > idle.pid; exec sleep 600'")
 	pid := scriptPid(t, in, "idle.pid")
-	ref := exec.Command("sh", "-c", "while :; do :; done")
-	if err := ref.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ref.Process.Kill(); ref.Wait() })
+	ref := busyLoop(t)
 	env := &resEnv{}
 	revert := applyHeld(t, env, in, experiment.FaultCPUStress, &experiment.Resource{Cores: 1}, t.TempDir())
 	helper := int(env.event("resource.applied")["helper_pid"].(int))
@@ -622,7 +626,7 @@ func TestCPUStressBurnsInTheTargetsGroup(t *testing.T) {
 		t.Errorf("the helper is in %v, the target in %v: not the target's own groups", hc, tc)
 	}
 	group, dir := groupCPU(t, pid)
-	used, free, window := sideBySide(t, group, ref.Process.Pid, 2, time.Minute)
+	used, free, window := sideBySide(t, group, ref, 2, time.Minute)
 	t.Logf("an idle target under cpu-stress 1: its group uses %.3f of a CPU (%s); an unlimited busy loop beside it %.3f (over %v)", used, dir, free, window.Round(time.Millisecond))
 	if used < 0.6*free || used < 0.05 {
 		t.Errorf("the target's group used %.3f of a CPU under cpu-stress 1 (a busy loop beside it: %.3f)", used, free)
