@@ -6,19 +6,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the tests run for real.
-packages=(redis-server redis-tools etcd-server etcd-client postgresql busybox-static chromium prometheus util-linux mount e2fsprogs perl gcc libc6-dev binutils file python3 sqlite3)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
+# need_packages PKG...: installs those of the Debian packages not installed.
+need_packages() {
+  local p missing=() sudo=""
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
   echo "installing: ${missing[*]}"
-  sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+}
+
+# Debian packages the tests run for real.
+need_packages redis-server redis-tools etcd-server etcd-client postgresql busybox-static chromium prometheus util-linux mount e2fsprogs perl gcc libc6-dev binutils file python3 sqlite3
 # The redis package starts a system server; the tests start their own.
 if command -v systemctl >/dev/null && systemctl is-active -q redis-server 2>/dev/null; then
   systemctl stop redis-server || true
@@ -40,18 +42,7 @@ k8s_down() {
 if [ "${CHAOS_K8S:-on}" = off ] && [ "${CI:-}" != true ]; then
   echo "CHAOS_K8S=off: no Kubernetes test cluster"
 else
-  k8s_packages=(containerd runc containernetworking-plugins iptables nftables iproute2 openssl curl python3 busybox-static)
-  missing=()
-  for p in "${k8s_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    echo "installing: ${missing[*]}"
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  need_packages containerd runc containernetworking-plugins iptables nftables iproute2 openssl curl python3 busybox-static
   scripts/k8s/cluster.sh build
   if ! scripts/k8s/cluster.sh status >/dev/null 2>&1; then
     trap k8s_down EXIT
