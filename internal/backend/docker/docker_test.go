@@ -65,6 +65,17 @@ func needEngine(t *testing.T) string {
 	return imageRef
 }
 
+// connect is a client of the engine for the test, closed at its end.
+func connect(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
 func randomID(prefix string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -614,11 +625,7 @@ func startForeign(t *testing.T, cli *client.Client, img, name string, labels map
 func TestFleetSafety(t *testing.T) {
 	t.Parallel()
 	img := needEngine(t)
-	cli, err := Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := connect(t)
 	roles := map[string]RoleSpec{"helper": {Labels: map[string]string{"app": "helper"}}}
 	h := newHarness(t, roles)
 	// One without any chaos label, one of another run; both match the
@@ -758,11 +765,7 @@ func deadOwnerLabels(t *testing.T) map[string]string {
 // cleanup of dead runs would rightly remove the dead run's container first.
 func TestCleanupDeadRuns(t *testing.T) {
 	img := needEngine(t)
-	cli, err := Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := connect(t)
 	dead := deadOwnerLabels(t)
 	live := ownerLabels(randomID("live"))
 	deadID := startForeign(t, cli, img, "chaos-"+dead[LabelRun], dead)
@@ -790,11 +793,7 @@ func TestCleanupDeadRuns(t *testing.T) {
 // as TestCleanupDeadRuns.
 func TestCleanupWithoutRunIDTakesAHookContainer(t *testing.T) {
 	img := needEngine(t)
-	cli, err := Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := connect(t)
 	dead := deadOwnerLabels(t)
 	live := ownerLabels(randomID("live"))
 	unknown := randomID("unknown")
@@ -892,11 +891,7 @@ func TestDeleteRunning(t *testing.T) {
 func TestCloseSweeps(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	cli, err := Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := connect(t)
 	leaked := startForeign(t, cli, h.image, "chaos-"+h.runID+"-left", map[string]string{LabelRun: h.runID})
 	other := startForeign(t, cli, h.image, randomID("foreign"), map[string]string{LabelRun: randomID("other")})
 	if err := h.b.Close(); err != nil {
