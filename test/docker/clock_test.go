@@ -36,7 +36,7 @@ flow:
   parallel: [w, {serial: [{wait: {workload: w, condition: running}}, {delay: 2s}, ahead]}]
 `
 	file := filepath.Join(t.TempDir(), "x.yaml")
-	os.WriteFile(file, []byte(src), 0o644)
+	writeFile(t, file, src)
 	r := chaos(t, runs, "run", "--plain", "--adapter", "docker", file)
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

@@ -108,6 +108,51 @@ func chaos(t *testing.T, runs string, args ...string) result {
 	return r
 }
 
+// runPASS runs the experiment with the adapter, which must PASS, and
+// returns the outcome and the run's timeline.
+func runPASS(t *testing.T, adapterFile, expFile string) (result, []rundir.Event) {
+	t.Helper()
+	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
+	if r.code != 0 || !strings.Contains(r.stdout, "\nPASS\n") {
+		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
+	}
+	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, events
+}
+
+// containerAdapter writes dir/adapter.yaml, a docker adapter (id) whose one
+// target, name, is the container chaos-<prefix>-<run id>, made by its
+// start hook with docker run -d (labelled with the run, so the harness
+// may act on it) and args: the options, the image and its command. It
+// returns the file's path.
+func containerAdapter(t *testing.T, dir, id, name, prefix, args string) string {
+	t.Helper()
+	return writeFile(t, filepath.Join(dir, "adapter.yaml"), fmt.Sprintf(`apiVersion: chaos/v1alpha1
+id: %s
+backend: docker
+instance: {image: "chaos/busybox:latest"}
+targets:
+  %s:
+    type: container
+    lifecycle: run
+    container: chaos-%s-$CHAOS_RUN_ID
+    start: |
+      docker run -d --name "chaos-%s-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" %s >/dev/null
+`, id, name, prefix, prefix, args))
+}
+
+// writeFile writes src to file, for the run to read, and returns file.
+func writeFile(t *testing.T, file, src string) string {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
 // TestSameFileOnLocalAndDocker runs examples unchanged on both adapters:
 // only --adapter differs.
 func TestSameFileOnLocalAndDocker(t *testing.T) {
@@ -161,7 +206,7 @@ flow:
   parallel: [w, {serial: [{wait: {workload: w, condition: running}}, {delay: 300ms}, pause-one]}]
 `
 	file := filepath.Join(t.TempDir(), "x.yaml")
-	os.WriteFile(file, []byte(src), 0o644)
+	writeFile(t, file, src)
 	done := make(chan result, 1)
 	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", "docker", file) }()
 
@@ -257,7 +302,7 @@ workloads:
 flow: w
 `
 	file := filepath.Join(t.TempDir(), "x.yaml")
-	os.WriteFile(file, []byte(src), 0o644)
+	writeFile(t, file, src)
 	cmd := exec.Command(chaosBin, "run", "--plain", "--adapter", "docker", "--runs-dir", runs, file)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -298,20 +343,8 @@ flow: w
 func TestNamedContainerTarget(t *testing.T) {
 	needDocker(t)
 	dir := t.TempDir()
-	adapterFile := filepath.Join(dir, "gw.yaml")
-	os.WriteFile(adapterFile, []byte(`apiVersion: chaos/v1alpha1
-id: docker-gateway
-backend: docker
-instance: {image: "chaos/busybox:latest"}
-targets:
-  gateway:
-    type: container
-    lifecycle: run
-    container: chaos-gw-$CHAOS_RUN_ID
-    start: docker run -d --name "chaos-gw-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" chaos/busybox:latest sleep 600 >/dev/null
-`), 0o644)
-	expFile := filepath.Join(dir, "x.yaml")
-	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+	adapterFile := containerAdapter(t, dir, "docker-gateway", "gateway", "gw", "chaos/busybox:latest sleep 600")
+	expFile := writeFile(t, filepath.Join(dir, "x.yaml"), `apiVersion: chaos/v1alpha1
 id: docker-gateway-faults
 workloads:
   - {name: w, run: "sleep 3"}
@@ -323,15 +356,8 @@ flow:
 checks:
   - {name: outage-reverted, kind: event, event: operation.reverted, where: {operation: gw-down}}
   - {name: paused, kind: event, event: container.event, where: {action: pause}}
-`), 0o644)
-	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
-	}
-	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
+	r, events := runPASS(t, adapterFile, expFile)
 	ids := map[string]bool{}
 	actions := map[string]int{}
 	for _, e := range events {

@@ -48,9 +48,7 @@ flow:
   parallel: [w, {serial: [{wait: {workload: w, condition: running}}, full]}]
 `
 	file := filepath.Join(t.TempDir(), "x.yaml")
-	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, file, src)
 	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", "docker", file)
 	if r.code != 0 || !strings.Contains(r.stdout, "\nPASS\n") {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 15))

@@ -63,20 +63,8 @@ func TestRestartInPlaceOfAContainerWhoseMainThreadExited(t *testing.T) {
 	needDocker(t)
 	ref := termexitImage(t)
 	dir := t.TempDir()
-	adapterFile := filepath.Join(dir, "mx.yaml")
-	os.WriteFile(adapterFile, []byte(`apiVersion: chaos/v1alpha1
-id: docker-mainexit
-backend: docker
-instance: {image: "chaos/busybox:latest"}
-targets:
-  server:
-    type: container
-    lifecycle: run
-    container: chaos-mx-$CHAOS_RUN_ID
-    start: docker run -d --name "chaos-mx-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" `+ref+` >/dev/null
-`), 0o644)
-	expFile := filepath.Join(dir, "x.yaml")
-	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+	adapterFile := containerAdapter(t, dir, "docker-mainexit", "server", "mx", ref)
+	expFile := writeFile(t, filepath.Join(dir, "x.yaml"), `apiVersion: chaos/v1alpha1
 id: docker-mainexit-restarts
 timeout: 2m
 workloads:
@@ -93,7 +81,7 @@ flow:
     - end
 checks:
   - {name: restarted-three-times, kind: event, event: target.restarted, where: {operation: bounce}, min: 3, max: 3}
-`), 0o644)
+`)
 	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
 	if r.code != 0 || !strings.Contains(r.stdout, "\nPASS\n") {
 		t.Errorf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
@@ -161,23 +149,27 @@ checks:
 // processesInContainer lists the host's processes whose cgroup (any
 // hierarchy) is the container's: a path element holding its id.
 func processesInContainer(id string) []int {
+	return processes(func(proc string) bool {
+		b, _ := os.ReadFile(proc + "/cgroup")
+		for _, line := range strings.Split(string(b), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) == 3 && strings.Contains(filepath.Base(parts[2]), id) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// processes lists the host's processes for which match holds, given the
+// process's /proc directory.
+func processes(match func(proc string) bool) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cgroup")
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			parts := strings.SplitN(line, ":", 3)
-			if len(parts) == 3 && strings.Contains(filepath.Base(parts[2]), id) {
-				out = append(out, pid)
-				break
-			}
+		if err == nil && match("/proc/"+e.Name()) {
+			out = append(out, pid)
 		}
 	}
 	return out

@@ -1,13 +1,11 @@
 package docker_test
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +15,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/fault"
-	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/test/probelog"
 )
 
 // needResourceRoot skips without Docker or root, unless in CI.
@@ -40,14 +38,7 @@ type window struct{ from, to int64 }
 // which each of ops held.
 func runHeld(t *testing.T, adapterFile, expFile string, ops ...string) map[string]window {
 	t.Helper()
-	r := chaos(t, t.TempDir(), "run", "--plain", "--adapter", adapterFile, expFile)
-	if r.code != 0 {
-		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 25))
-	}
-	events, err := rundir.ReadTimeline(filepath.Join(r.dir, "timeline.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, events := runPASS(t, adapterFile, expFile)
 	held := map[string]window{}
 	for _, e := range events {
 		switch e.Name {
@@ -76,7 +67,7 @@ func runHeld(t *testing.T, adapterFile, expFile string, ops ...string) map[strin
 // on a FIFO is its sleep), so that it lives through the task limit.
 const probeScript = `mkfifo /tmp/tick
 while :; do
-( date +%s > /log/ts; read ts < /log/ts; read a x < /proc/uptime; if dd if=/dev/zero of=/data/probe bs=64k count=16 oflag=direct 2> /log/dd.err; then read b x < /proc/uptime; echo "$ts io ok $(( ${b%.*}${b#*.} - ${a%.*}${a#*.} ))" >> /log/out; else echo "$ts io error $(head -n 1 /log/dd.err)" >> /log/out; fi; rm -f /data/probe; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo "$ts fork ok" >> /log/out ) 2>> /log/fork.err
+( date +%s > /log/ts; read ts < /log/ts; ` + probelog.IOProbe + `; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 1 & done; wait; echo "$ts fork ok" >> /log/out ) 2>> /log/fork.err
 if [ -s /log/fork.err ]; then read ts < /log/ts; echo "$ts fork failed" >> /log/out; : > /log/fork.err; fi
 read -t 0.5 x <> /tmp/tick
 done`
@@ -93,21 +84,8 @@ func TestResourceFaultsOnAContainer(t *testing.T) {
 	logs := t.TempDir()
 	os.Chmod(logs, 0o777)
 	dir := t.TempDir()
-	adapterFile := filepath.Join(dir, "res.yaml")
-	os.WriteFile(adapterFile, []byte(fmt.Sprintf(`apiVersion: chaos/v1alpha1
-id: docker-resource-target
-backend: docker
-instance: {image: "chaos/busybox:latest"}
-targets:
-  store:
-    type: container
-    lifecycle: run
-    container: chaos-res-$CHAOS_RUN_ID
-    start: |
-      docker run -d --name "chaos-res-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" -v %s:/data -v %s:/log chaos/busybox:latest sh -c '%s' >/dev/null
-`, mnt, logs, strings.ReplaceAll(strings.ReplaceAll(probeScript, "do\n", "do "), "\n", "; "))), 0o644)
-	expFile := filepath.Join(dir, "x.yaml")
-	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+	adapterFile := containerAdapter(t, dir, "docker-resource-target", "store", "res", fmt.Sprintf(`-v %s:/data -v %s:/log chaos/busybox:latest sh -c '%s'`, mnt, logs, strings.ReplaceAll(strings.ReplaceAll(probeScript, "do\n", "do "), "\n", "; ")))
+	expFile := writeFile(t, filepath.Join(dir, "x.yaml"), `apiVersion: chaos/v1alpha1
 id: docker-resource-faults
 timeout: 2m
 workloads:
@@ -128,33 +106,27 @@ flow:
         - {delay: 3s}
         - full-disk
         - {delay: 4s}
-`), 0o644)
+`)
 	held := runHeld(t, adapterFile, expFile, "slow-disk", "few-tasks", "full-disk")
 	inside := func(w window, ts int64) bool { return ts > w.from && ts < w.to }
 	after := func(w window, ts int64) bool { return ts > w.to+1 }
 	if b, err := os.ReadFile(filepath.Join(logs, "out")); err == nil && testing.Verbose() {
 		t.Logf("the program's log:\n%s", b)
 	}
-	f, err := os.Open(filepath.Join(logs, "out"))
+	probe, err := probelog.Read(filepath.Join(logs, "out"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var slowRates, fastAfter []float64
 	var forkFailed, forkOKAfter, enospc, writeOKAfter bool
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		ts, rest, _ := strings.Cut(line, " ")
-		n, err := strconv.ParseInt(ts, 10, 64)
+	for _, l := range probe {
+		n := l.TS
+		rate, ok, err := probelog.IORate(l)
 		if err != nil {
-			continue
+			t.Fatalf("%s: %v", filepath.Join(logs, "out"), err)
 		}
 		switch {
-		case strings.HasPrefix(rest, "io ok "):
-			// 1 MiB in this many hundredths of a second: MB/s.
-			cs, _ := strconv.ParseFloat(strings.TrimPrefix(rest, "io ok "), 64)
-			rate := 1.048576 / (max(cs, 1) / 100)
+		case ok:
 			// A write that began in the window's last seconds may end
 			// after the revert, partly unthrottled: only those that end
 			// inside it (1 MiB at 1 MiB/s is a second) count.
@@ -166,11 +138,11 @@ flow:
 			if after(held["full-disk"], n) {
 				writeOKAfter = true
 			}
-		case strings.HasPrefix(rest, "io error") && strings.Contains(rest, "No space left"):
+		case probelog.IOError(l, "No space left"):
 			enospc = enospc || inside(held["full-disk"], n)
-		case strings.HasPrefix(rest, "fork failed"):
+		case strings.HasPrefix(l.What, "fork failed"):
 			forkFailed = forkFailed || inside(held["few-tasks"], n)
-		case rest == "fork ok":
+		case l.What == "fork ok":
 			forkOKAfter = forkOKAfter || after(held["few-tasks"], n)
 		}
 	}
@@ -206,20 +178,8 @@ func TestResourceFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
 	needResourceRoot(t)
 	mnt, _ := loopfs.Mount(t, 64)
 	dir := t.TempDir()
-	adapterFile := filepath.Join(dir, "res.yaml")
-	os.WriteFile(adapterFile, []byte(fmt.Sprintf(`apiVersion: chaos/v1alpha1
-id: docker-resource-killed
-backend: docker
-instance: {image: "chaos/busybox:latest"}
-targets:
-  store:
-    type: container
-    lifecycle: run
-    container: chaos-resk-$CHAOS_RUN_ID
-    start: docker run -d --name "chaos-resk-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" -v %s:/data chaos/busybox:latest sleep 600 >/dev/null
-`, mnt)), 0o644)
-	expFile := filepath.Join(dir, "x.yaml")
-	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+	adapterFile := containerAdapter(t, dir, "docker-resource-killed", "store", "resk", fmt.Sprintf(`-v %s:/data chaos/busybox:latest sleep 600`, mnt))
+	expFile := writeFile(t, filepath.Join(dir, "x.yaml"), `apiVersion: chaos/v1alpha1
 id: docker-resource-killed
 timeout: 2m
 workloads:
@@ -238,7 +198,7 @@ flow:
     - serial:
         - {wait: {workload: w, condition: running}}
         - parallel: [cpu, pressure, tasks, io, burn, hog, fill]
-`), 0o644)
+`)
 	r := startBG(t, "docker-resource-killed", "--plain", "--adapter", adapterFile, expFile)
 	runDir := r.dir()
 	runID := filepath.Base(runDir)
@@ -246,20 +206,11 @@ flow:
 		r.await(runDir, "resource.applied", map[string]string{"operation": op}, 60*time.Second)
 	}
 	helpers := func() []int {
-		var out []int
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
-			cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			if strings.Contains(string(env), "CHAOS_RUN_ID="+runID) && strings.Contains(string(cmd), fault.StressCommand) {
-				out = append(out, pid)
-			}
-		}
-		return out
+		return processes(func(proc string) bool {
+			env, _ := os.ReadFile(proc + "/environ")
+			cmd, _ := os.ReadFile(proc + "/cmdline")
+			return strings.Contains(string(env), "CHAOS_RUN_ID="+runID) && strings.Contains(string(cmd), fault.StressCommand)
+		})
 	}
 	fillers := func() []string { m, _ := filepath.Glob(filepath.Join(mnt, ".chaos-fill-*")); return m }
 	if len(helpers()) != 2 || len(fillers()) != 1 {
@@ -330,32 +281,18 @@ type probeLine struct {
 
 func readProbe(t *testing.T, file string) []probeLine {
 	t.Helper()
-	b, err := os.ReadFile(file)
+	lines, err := probelog.Read(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []probeLine
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) != 7 {
-			continue // the last line, being written
-		}
-		var p probeLine
+	out := make([]probeLine, len(lines))
+	for i, l := range lines {
+		p := &out[i]
 		var t1, t2 float64
-		var err error
-		for i, dst := range []any{&p.ts, &p.t0, &t1, &t2, &p.cpuNS, &p.memUse, &p.memLimit} {
-			switch d := dst.(type) {
-			case *int64:
-				*d, err = strconv.ParseInt(f[i], 10, 64)
-			case *float64:
-				*d, err = strconv.ParseFloat(f[i], 64)
-			}
-			if err != nil {
-				t.Fatalf("%s: %q: field %d: %v", file, line, i+1, err)
-			}
+		if err := probelog.Fields(l, &p.t0, &t1, &t2, &p.cpuNS, &p.memUse, &p.memLimit); err != nil {
+			t.Fatalf("%s: %v", file, err)
 		}
-		p.work, p.pass = t1-p.t0, t2-t1
-		out = append(out, p)
+		p.ts, p.work, p.pass = l.TS, t1-p.t0, t2-t1
 	}
 	return out
 }
@@ -392,20 +329,8 @@ func TestCPUAndMemoryStressAndPressureOnAContainer(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", neighbour).Run() })
 	dir := t.TempDir()
-	adapterFile := filepath.Join(dir, "res.yaml")
-	os.WriteFile(adapterFile, []byte(fmt.Sprintf(`apiVersion: chaos/v1alpha1
-id: docker-stress-target
-backend: docker
-instance: {image: "chaos/busybox:latest"}
-targets:
-  app:
-    type: container
-    lifecycle: run
-    container: chaos-resm-$CHAOS_RUN_ID
-    start: docker run -d --name "chaos-resm-$CHAOS_RUN_ID" --label "chaos.run=$CHAOS_RUN_ID" --cpus 0.2 -v %s:/log chaos/busybox:latest sh /log/probe.sh out >/dev/null
-`, logs)), 0o644)
-	expFile := filepath.Join(dir, "x.yaml")
-	os.WriteFile(expFile, []byte(`apiVersion: chaos/v1alpha1
+	adapterFile := containerAdapter(t, dir, "docker-stress-target", "app", "resm", fmt.Sprintf(`--cpus 0.2 -v %s:/log chaos/busybox:latest sh /log/probe.sh out`, logs))
+	expFile := writeFile(t, filepath.Join(dir, "x.yaml"), `apiVersion: chaos/v1alpha1
 id: docker-stress-faults
 timeout: 2m
 workloads:
@@ -426,7 +351,7 @@ flow:
         - {delay: 5s}
         - hog
         - {delay: 5s}
-`), 0o644)
+`)
 	held := runHeld(t, adapterFile, expFile, "burn", "squeeze", "hog")
 	lines, ctl := readProbe(t, filepath.Join(logs, "out")), readProbe(t, filepath.Join(logs, "ctl"))
 	if testing.Verbose() {
