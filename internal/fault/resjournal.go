@@ -2,7 +2,6 @@ package fault
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -158,20 +157,7 @@ func (j *ResourceJournal) writeLocked(e ResourceEntry) error {
 			return fmt.Errorf("the journal chaos cleanup reads: %w", err)
 		}
 	}
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	var errs []error
-	for _, f := range j.files {
-		if _, err := f.Write(b); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		errs = append(errs, f.Sync())
-	}
-	return errors.Join(errs...)
+	return journalfile.Append(j.files, e)
 }
 
 func (j *ResourceJournal) openLocked() error {

@@ -157,3 +157,23 @@ func Gone(dir, run string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Append writes e as one JSON line to each of files and syncs each, so
+// that the line is on disk before the change it announces is made; a file
+// that fails does not keep the line from the others.
+func Append(files []*os.File, e any) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	var errs []error
+	for _, f := range files {
+		if _, err := f.Write(b); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		errs = append(errs, f.Sync())
+	}
+	return errors.Join(errs...)
+}

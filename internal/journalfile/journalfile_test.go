@@ -169,3 +169,44 @@ func TestGone(t *testing.T) {
 		t.Errorf("a missing directory: %v, %v", got, err)
 	}
 }
+
+// TestAppend: a line goes to each file whole, and a file that cannot take
+// it (closed here) fails the append without keeping it from the others;
+// each journal's reader reads what Append wrote.
+func TestAppend(t *testing.T) {
+	for _, r := range readers {
+		t.Run(r.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var files []*os.File
+			for _, name := range []string{"a", "closed", "b"} {
+				// Each in a directory of its own: a journal is named after its run.
+				if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.Create(filepath.Join(dir, name, run+".1.1.jsonl"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { f.Close() })
+				files = append(files, f)
+			}
+			files[1].Close()
+			if err := journalfile.Append(files, r.good); err == nil {
+				t.Error("no error from a file that cannot be written")
+			}
+			want, _ := json.Marshal(r.good)
+			for _, f := range []*os.File{files[0], files[2]} {
+				b, err := os.ReadFile(f.Name())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(b) != string(want)+"\n" {
+					t.Errorf("%s holds %q, want %q", f.Name(), b, want)
+				}
+				if n, err := r.read(f.Name()); err != nil || n != 1 {
+					t.Errorf("%s read back: %d left to undo, %v; want 1", f.Name(), n, err)
+				}
+			}
+		})
+	}
+}

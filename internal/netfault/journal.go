@@ -2,7 +2,6 @@ package netfault
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -102,20 +101,7 @@ func (m *Manager) openJournal() (*journal, error) {
 }
 
 func (j *journal) write(e Entry) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	var errs []error
-	for _, f := range j.files {
-		if _, err := f.Write(b); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		errs = append(errs, f.Sync())
-	}
-	return errors.Join(errs...)
+	return journalfile.Append(j.files, e)
 }
 
 // close closes the files and, when nothing is left applied, removes the
