@@ -26,7 +26,6 @@
 package cgroup
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -37,6 +36,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chaos-harness/chaos/internal/mountinfo"
 )
 
 // DisableEnv, set to "off", makes Detect report cgroups as unusable, so the
@@ -128,50 +129,19 @@ func FindMount() (mountPoint, root string, err error) {
 // read after the separator. When there are several cgroup2 mounts, one of the
 // whole hierarchy (root "/") wins, then the first.
 func parseMountinfo(r io.Reader) (mountPoint, root string, err error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	found := false
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
+	err = mountinfo.Parse(r, func(m mountinfo.Mount) {
+		if m.FSType == "cgroup2" && (!found || (root != "/" && m.Root == "/")) {
+			mountPoint, root, found = m.Point, m.Root, true
 		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 1 || qf[0] != "cgroup2" {
-			continue
-		}
-		mp, rt := unescapeMountinfo(pf[4]), unescapeMountinfo(pf[3])
-		if !found || (root != "/" && rt == "/") {
-			mountPoint, root, found = mp, rt, true
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", "", fmt.Errorf("reading mountinfo: %w", err)
+	})
+	if err != nil {
+		return "", "", err
 	}
 	if !found {
 		return "", "", errors.New("finding the cgroup2 mount: no cgroup2 file system is mounted")
 	}
 	return mountPoint, root, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space, etc.) the
-// kernel uses for white space and backslashes in mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // SafeName turns s into a name that is safe as a cgroup directory: letters,

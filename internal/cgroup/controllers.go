@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/chaos-harness/chaos/internal/mountinfo"
 )
 
 // The resource faults need the controllers the rest of this package never
@@ -75,26 +77,16 @@ func FindHierarchies() (Hierarchies, error) {
 // hierarchy (root "/"), else its first.
 func ParseHierarchies(r io.Reader) (Hierarchies, error) {
 	h := Hierarchies{V1: map[string]Hierarchy{}}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 {
-			continue
-		}
-		mp, rt := unescapeMountinfo(pf[4]), unescapeMountinfo(pf[3])
-		switch qf[0] {
+	err := mountinfo.Parse(r, func(m mountinfo.Mount) {
+		mp, rt := m.Point, m.Root
+		switch m.FSType {
 		case "cgroup2":
 			if h.V2 == nil || (h.V2.Root != "/" && rt == "/") {
 				h.V2 = &Hierarchy{Mount: mp, Root: rt, Version: 2}
 			}
 		case "cgroup":
 			var ctrls []string
-			for _, o := range strings.Split(qf[2], ",") {
+			for _, o := range strings.Split(m.SuperOptions, ",") {
 				switch o {
 				case "cpu", "cpuacct", "memory", "blkio", "pids", "freezer", "cpuset", "devices", "hugetlb", "net_cls", "net_prio", "perf_event", "rdma", "misc":
 					ctrls = append(ctrls, o)
@@ -107,9 +99,9 @@ func ParseHierarchies(r io.Reader) (Hierarchies, error) {
 				h.V1[c] = Hierarchy{Mount: mp, Root: rt, Version: 1, Controllers: ctrls}
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return Hierarchies{}, fmt.Errorf("reading mountinfo: %w", err)
+	})
+	if err != nil {
+		return Hierarchies{}, err
 	}
 	return h, nil
 }

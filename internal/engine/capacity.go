@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/binding"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/mountinfo"
 	"github.com/chaos-harness/chaos/internal/proc"
 )
 
@@ -187,7 +189,7 @@ func pidsCgroupLimits() []limit {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			key = "cgroup2"
-		case hasWord(parts[1], "pids"):
+		case slices.Contains(strings.Split(parts[1], ","), "pids"):
 			key = "pids"
 		default:
 			continue
@@ -219,60 +221,19 @@ type mount struct{ point, root string }
 // hierarchy ("pids") in /proc/self/mountinfo.
 func cgroupMounts() map[string]mount {
 	out := map[string]mount{}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		a, b := strings.Fields(pre), strings.Fields(post)
-		if len(a) < 5 || len(b) < 3 {
-			continue
-		}
-		m := mount{point: unescapeMount(a[4]), root: unescapeMount(a[3])}
+	_ = mountinfo.Read(0, func(m mountinfo.Mount) {
+		var key string
 		switch {
-		case b[0] == "cgroup2":
-			if _, seen := out["cgroup2"]; !seen {
-				out["cgroup2"] = m
-			}
-		case b[0] == "cgroup" && hasWord(b[2], "pids"):
-			if _, seen := out["pids"]; !seen {
-				out["pids"] = m
-			}
+		case m.FSType == "cgroup2":
+			key = "cgroup2"
+		case m.FSType == "cgroup" && mountinfo.HasOption(m.SuperOptions, "pids"):
+			key = "pids"
+		default:
+			return
 		}
-	}
+		if _, seen := out[key]; !seen {
+			out[key] = mount{point: m.Point, root: m.Root}
+		}
+	})
 	return out
-}
-
-func hasWord(list, w string) bool {
-	for _, s := range strings.Split(list, ",") {
-		if s == w {
-			return true
-		}
-	}
-	return false
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -1,13 +1,11 @@
 package fault
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/experiment"
+	"github.com/chaos-harness/chaos/internal/mountinfo"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -338,38 +337,19 @@ func nameOr(s, def string) string {
 // namespace and, for an overlay, its upperdir (a path of the host's, where
 // the overlay was mounted from the host's namespace).
 func mountOf(pid int, p string) (fstype, upper string) {
-	mi := "/proc/self/mountinfo"
-	if pid > 0 {
-		mi = "/proc/" + strconv.Itoa(pid) + "/mountinfo"
-	}
-	f, err := os.Open(mi)
-	if err != nil {
-		return "", ""
-	}
-	defer f.Close()
 	best := -1
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		pf, qf := strings.Fields(pre), strings.Fields(post)
-		if len(pf) < 5 || len(qf) < 3 {
-			continue
-		}
-		mp := pf[4]
+	_ = mountinfo.Read(pid, func(m mountinfo.Mount) {
+		mp := m.Point
 		if !(p == mp || mp == "/" || strings.HasPrefix(p, mp+"/")) || len(mp) < best {
-			continue
+			return
 		}
-		best, fstype, upper = len(mp), qf[0], ""
-		for _, o := range strings.Split(qf[2], ",") {
+		best, fstype, upper = len(mp), m.FSType, ""
+		for _, o := range strings.Split(m.SuperOptions, ",") {
 			if v, ok := strings.CutPrefix(o, "upperdir="); ok {
 				upper = v
 			}
 		}
-	}
+	})
 	return fstype, upper
 }
 
