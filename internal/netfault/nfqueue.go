@@ -154,24 +154,9 @@ func nfqMessage(msgType uint8, queue uint16, seq uint32, flags uint16, attrs []n
 	return appendNfq(make([]byte, 0, 64), msgType, queue, seq, flags, attrs)
 }
 
-// appendNfq builds one nfnetlink_queue message in b (empty).
+// appendNfq appends one nfnetlink_queue message to b.
 func appendNfq(b []byte, msgType uint8, queue uint16, seq uint32, flags uint16, attrs []nlattr) []byte {
-	b = append(b, make([]byte, unix.NLMSG_HDRLEN)...)
-	b = append(b, unix.AF_UNSPEC, unix.NFNETLINK_V0, byte(queue>>8), byte(queue))
-	for _, a := range attrs {
-		n := 4 + len(a.data)
-		b = binary.NativeEndian.AppendUint16(b, uint16(n))
-		b = binary.NativeEndian.AppendUint16(b, a.typ)
-		b = append(b, a.data...)
-		for len(b)%4 != 0 {
-			b = append(b, 0)
-		}
-	}
-	binary.NativeEndian.PutUint32(b[0:], uint32(len(b)))
-	binary.NativeEndian.PutUint16(b[4:], uint16(unix.NFNL_SUBSYS_QUEUE)<<8|uint16(msgType))
-	binary.NativeEndian.PutUint16(b[6:], flags)
-	binary.NativeEndian.PutUint32(b[8:], seq)
-	return b
+	return appendNfMessage(b, uint16(unix.NFNL_SUBSYS_QUEUE)<<8|uint16(msgType), unix.AF_UNSPEC, queue, seq, flags, attrs)
 }
 
 // readAck reads the kernel's answer to a request sent with NLM_F_ACK.

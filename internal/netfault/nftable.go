@@ -82,20 +82,28 @@ func (s *tableSwitch) Close() error { return s.f.Close() }
 // nfMessage builds one nfnetlink message of type typ with its nfgenmsg
 // (family, version 0, res_id).
 func nfMessage(typ uint16, family uint8, resID uint16, seq uint32, flags uint16, attrs []nlattr) []byte {
-	b := make([]byte, unix.NLMSG_HDRLEN, 64)
+	return appendNfMessage(make([]byte, 0, 64), typ, family, resID, seq, flags, attrs)
+}
+
+// appendNfMessage appends nfMessage's message to b: the nftables batches
+// and the delay queue's verdicts are written the same way.
+func appendNfMessage(b []byte, typ uint16, family uint8, resID uint16, seq uint32, flags uint16, attrs []nlattr) []byte {
+	start := len(b)
+	b = append(b, make([]byte, unix.NLMSG_HDRLEN)...)
 	b = append(b, family, unix.NFNETLINK_V0, byte(resID>>8), byte(resID))
 	for _, a := range attrs {
 		n := 4 + len(a.data)
 		b = binary.NativeEndian.AppendUint16(b, uint16(n))
 		b = binary.NativeEndian.AppendUint16(b, a.typ)
 		b = append(b, a.data...)
-		for len(b)%4 != 0 {
+		for (len(b)-start)%4 != 0 {
 			b = append(b, 0)
 		}
 	}
-	binary.NativeEndian.PutUint32(b[0:], uint32(len(b)))
-	binary.NativeEndian.PutUint16(b[4:], typ)
-	binary.NativeEndian.PutUint16(b[6:], flags)
-	binary.NativeEndian.PutUint32(b[8:], seq)
+	h := b[start:]
+	binary.NativeEndian.PutUint32(h[0:], uint32(len(h)))
+	binary.NativeEndian.PutUint16(h[4:], typ)
+	binary.NativeEndian.PutUint16(h[6:], flags)
+	binary.NativeEndian.PutUint32(h[8:], seq)
 	return b
 }
