@@ -28,7 +28,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -45,6 +44,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/chaos-harness/chaos/examples/clients/internal/pgwire"
 )
 
 func main() {
@@ -770,12 +771,11 @@ func cmdFront(args []string) error {
 	}))
 }
 
-// ---- PostgreSQL (simple query protocol, trust authentication) ----
+// ---- PostgreSQL (simple query protocol, trust authentication: pgwire) ----
 
 type pgDB struct {
 	addr string
-	conn net.Conn
-	r    *bufio.Reader
+	conn *pgwire.Conn
 }
 
 func (d *pgDB) Close() {
@@ -785,115 +785,26 @@ func (d *pgDB) Close() {
 	}
 }
 
-func (d *pgDB) connect(ctx context.Context) error {
-	c, err := dial(ctx, d.addr)
-	if err != nil {
-		return err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	d.conn, d.r = c, bufio.NewReader(c)
-	var b bytes.Buffer
-	binary.Write(&b, binary.BigEndian, int32(196608))
-	for _, kv := range []string{"user", "postgres", "database", "postgres"} {
-		b.WriteString(kv)
-		b.WriteByte(0)
-	}
-	b.WriteByte(0)
-	msg := make([]byte, 4, 4+b.Len())
-	binary.BigEndian.PutUint32(msg, uint32(4+b.Len()))
-	msg = append(msg, b.Bytes()...)
-	if _, err := c.Write(msg); err != nil {
-		d.Close()
-		return definite{err}
-	}
-	for {
-		t, body, err := d.readMsg()
-		if err != nil {
-			d.Close()
-			return definite{err}
-		}
-		switch t {
-		case 'R':
-			if binary.BigEndian.Uint32(body) != 0 {
-				d.Close()
-				return definite{errors.New("the server asks for a password; the examples use trust authentication")}
-			}
-		case 'E':
-			d.Close()
-			return definite{errors.New(pgError(body))}
-		case 'Z':
-			return nil
-		}
-	}
-}
-
-func (d *pgDB) readMsg() (byte, []byte, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
-		return 0, nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[1:]) - 4
-	body := make([]byte, n)
-	if _, err := io.ReadFull(d.r, body); err != nil {
-		return 0, nil, err
-	}
-	return hdr[0], body, nil
-}
-
-func pgError(body []byte) string {
-	var parts []string
-	for _, f := range bytes.Split(body, []byte{0}) {
-		if len(f) > 1 && (f[0] == 'C' || f[0] == 'M') {
-			parts = append(parts, string(f[1:]))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
 // query runs sql and returns its rows' first columns; a server error is
-// definite (the statement did not commit).
+// definite (the statement did not commit), as is a connection that could
+// not be made.
 func (d *pgDB) query(ctx context.Context, sql string) ([]string, error) {
 	if d.conn == nil {
-		if err := d.connect(ctx); err != nil {
-			return nil, err
+		c, err := pgwire.Dial(ctx, d.addr)
+		if err != nil {
+			return nil, definite{err}
 		}
+		d.conn = c
 		if _, err := d.query(ctx, "CREATE TABLE IF NOT EXISTS chaos_set (v bigint PRIMARY KEY)"); err != nil && !strings.Contains(err.Error(), "23505") {
 			return nil, err
 		}
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		d.conn.SetDeadline(dl)
+	rows, err := d.conn.Query(ctx, sql)
+	var serr *pgwire.ServerError
+	if errors.As(err, &serr) {
+		return rows, definite{err}
 	}
-	msg := []byte{'Q', 0, 0, 0, 0}
-	msg = append(msg, sql...)
-	msg = append(msg, 0)
-	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-1))
-	if _, err := d.conn.Write(msg); err != nil {
-		return nil, err
-	}
-	var rows []string
-	var serr error
-	for {
-		t, body, err := d.readMsg()
-		if err != nil {
-			return nil, err
-		}
-		switch t {
-		case 'D':
-			if len(body) >= 6 {
-				n := int32(binary.BigEndian.Uint32(body[2:6]))
-				if n >= 0 && int(6+n) <= len(body) {
-					rows = append(rows, string(body[6:6+n]))
-				}
-			}
-		case 'E':
-			serr = definite{errors.New(pgError(body))}
-		case 'Z':
-			return rows, serr
-		}
-	}
+	return rows, err
 }
 
 func (d *pgDB) Add(ctx context.Context, elem int64) error {

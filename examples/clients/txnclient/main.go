@@ -19,21 +19,18 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chaos-harness/chaos/examples/clients/internal/pgwire"
 )
 
 func main() {
@@ -179,13 +176,11 @@ func (d *pg) txn(ctx context.Context, isolation string, mops [][]any) ([][]any, 
 	return out, nil
 }
 
-// ---- PostgreSQL (simple query protocol, trust authentication), as
-// examples/clients/dbclient speaks it ----
+// ---- PostgreSQL (simple query protocol, trust authentication: pgwire) ----
 
 type pg struct {
 	addr string
-	conn net.Conn
-	r    *bufio.Reader
+	conn *pgwire.Conn
 }
 
 func (d *pg) close() {
@@ -195,120 +190,24 @@ func (d *pg) close() {
 	}
 }
 
-func (d *pg) connect(ctx context.Context) error {
-	network := "tcp"
-	if strings.HasPrefix(d.addr, "/") {
-		network = "unix"
-	}
-	var dialer net.Dialer
-	c, err := dialer.DialContext(ctx, network, d.addr)
-	if err != nil {
-		return definite{err}
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	d.conn, d.r = c, bufio.NewReader(c)
-	var b bytes.Buffer
-	binary.Write(&b, binary.BigEndian, int32(196608))
-	for _, kv := range []string{"user", "postgres", "database", "postgres"} {
-		b.WriteString(kv)
-		b.WriteByte(0)
-	}
-	b.WriteByte(0)
-	msg := make([]byte, 4, 4+b.Len())
-	binary.BigEndian.PutUint32(msg, uint32(4+b.Len()))
-	msg = append(msg, b.Bytes()...)
-	if _, err := c.Write(msg); err != nil {
-		d.close()
-		return definite{err}
-	}
-	for {
-		t, body, err := d.readMsg()
-		if err != nil {
-			d.close()
-			return definite{err}
-		}
-		switch t {
-		case 'R':
-			if binary.BigEndian.Uint32(body) != 0 {
-				d.close()
-				return definite{errors.New("the server asks for a password; the examples use trust authentication")}
-			}
-		case 'E':
-			d.close()
-			return definite{errors.New(pgError(body))}
-		case 'Z':
-			return nil
-		}
-	}
-}
-
-func (d *pg) readMsg() (byte, []byte, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(d.r, hdr[:]); err != nil {
-		return 0, nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[1:]) - 4
-	body := make([]byte, n)
-	if _, err := io.ReadFull(d.r, body); err != nil {
-		return 0, nil, err
-	}
-	return hdr[0], body, nil
-}
-
-func pgError(body []byte) string {
-	var parts []string
-	for _, f := range bytes.Split(body, []byte{0}) {
-		if len(f) > 1 && (f[0] == 'C' || f[0] == 'M') {
-			parts = append(parts, string(f[1:]))
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
 // query runs sql and returns its rows' first columns; a server error is
-// definite (PostgreSQL rolled the transaction back).
+// definite (PostgreSQL rolled the transaction back), as is a connection
+// that could not be made.
 func (d *pg) query(ctx context.Context, sql string) ([]string, error) {
 	if d.conn == nil {
-		if err := d.connect(ctx); err != nil {
-			return nil, err
+		c, err := pgwire.Dial(ctx, d.addr)
+		if err != nil {
+			return nil, definite{err}
 		}
+		d.conn = c
 		if _, err := d.query(ctx, "CREATE TABLE IF NOT EXISTS txn_lists (k int PRIMARY KEY, v text NOT NULL)"); err != nil && !strings.Contains(err.Error(), "23505") {
 			return nil, err
 		}
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		d.conn.SetDeadline(dl)
+	rows, err := d.conn.Query(ctx, sql)
+	var serr *pgwire.ServerError
+	if errors.As(err, &serr) {
+		return rows, definite{err}
 	}
-	msg := []byte{'Q', 0, 0, 0, 0}
-	msg = append(msg, sql...)
-	msg = append(msg, 0)
-	binary.BigEndian.PutUint32(msg[1:], uint32(len(msg)-1))
-	if _, err := d.conn.Write(msg); err != nil {
-		return nil, err
-	}
-	var rows []string
-	var serr error
-	for {
-		t, body, err := d.readMsg()
-		if err != nil {
-			return nil, err
-		}
-		switch t {
-		case 'D':
-			if len(body) >= 6 {
-				n := int32(binary.BigEndian.Uint32(body[2:6]))
-				if n >= 0 && int(6+n) <= len(body) {
-					rows = append(rows, string(body[6:6+n]))
-				}
-			}
-		case 'E':
-			if serr == nil {
-				serr = definite{errors.New(pgError(body))}
-			}
-		case 'Z':
-			return rows, serr
-		}
-	}
+	return rows, err
 }
