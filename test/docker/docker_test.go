@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	dockerbe "github.com/chaos-harness/chaos/internal/backend/docker"
 	"github.com/chaos-harness/chaos/internal/rundir"
+	"github.com/chaos-harness/chaos/test/chaosbin"
 )
 
 var (
@@ -34,21 +34,14 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	examples = filepath.Join(root, "examples")
-	tmp, err := os.MkdirTemp("", "chaos-docker-e2e-")
+	examples = filepath.Join(chaosbin.Root(), "examples")
+	bin, remove, err := chaosbin.Build("chaos-docker-e2e-")
 	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(tmp)
-	chaosBin = filepath.Join(tmp, "chaos")
-	build := exec.Command("go", "build", "-o", chaosBin, "./cmd/chaos")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building chaos: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	defer remove()
+	chaosBin = bin
 	return m.Run()
 }
 

@@ -15,13 +15,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chaos-harness/chaos/test/chaosbin"
 )
 
 var chaosBin string
@@ -29,20 +30,13 @@ var chaosBin string
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	tmp, err := os.MkdirTemp("", "chaos-hostile-")
+	bin, remove, err := chaosbin.Build("chaos-hostile-")
 	if err != nil {
-		panic(err)
-	}
-	defer os.RemoveAll(tmp)
-	chaosBin = filepath.Join(tmp, "chaos")
-	build := exec.Command("go", "build", "-o", chaosBin, "./cmd/chaos")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building chaos: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	defer remove()
+	chaosBin = bin
 	return m.Run()
 }
 
