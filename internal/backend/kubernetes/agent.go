@@ -47,6 +47,11 @@ const (
 	// LeaseDuration is how long a run's lease holds unrenewed.
 	LeaseDuration = 30 * time.Second
 	LeaseRenew    = 5 * time.Second
+	// AgentPoll is how often an agent that holds faults of the run is
+	// asked for the events its fault code recorded since (an OOM kill in
+	// a limited group): without it they reached the timeline only with
+	// the agent's next reply, at the revert.
+	AgentPoll = time.Second
 )
 
 // Requests an agent serves (AgentRequest.Op).
@@ -106,6 +111,9 @@ type AgentReply struct {
 type AgentEvent struct {
 	Name   string         `json:"name"`
 	Fields []rundir.Field `json:"fields,omitempty"`
+	// At is when the agent recorded it, by the node's clock: the harness
+	// records it later, when a reply or a poll brings it.
+	At time.Time `json:"at,omitzero"`
 }
 
 // agentsOn are the Running agents of namespace ns on node ("" every node).
@@ -150,8 +158,15 @@ func CallAgent(ctx context.Context, cfg *rest.Config, cs kubeapi.Interface, p *c
 
 // agentState is what a run's backend keeps of the agents it used.
 type agentState struct {
+	// mu guards lease, held and polled.
 	mu    sync.Mutex
 	lease bool
+	// held counts the run's applications not yet reverted, by node;
+	// polled says a poller (pollAgent) asks that node's agent for events.
+	held   map[string]int
+	polled map[string]bool
+	// call asks an agent in pollAgent: CallAgent, a fake in tests.
+	call func(ctx context.Context, p *corev1.Pod, req AgentRequest) (AgentReply, error)
 }
 
 // applyRemote applies f to pod name of scope sc through the agent of its
@@ -190,6 +205,7 @@ func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container, ta
 		return nil, true, err
 	}
 	who := agentName(agent)
+	b.holding(agent, 1)
 	b.run.Record("agent.applied", rundir.F("operation", f.Operation), rundir.F("uses", f.Fault), rundir.F("run", f.Run),
 		rundir.F("pod", p.Namespace+"/"+p.Name), rundir.F("agent", who), rundir.F("id", rep.ID))
 	id := rep.ID
@@ -219,6 +235,7 @@ func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container, ta
 				rerr = err
 				return
 			}
+			b.holding(agent, -1)
 			b.run.Record("agent.reverted", rundir.F("operation", f.Operation), rundir.F("uses", f.Fault), rundir.F("run", f.Run),
 				rundir.F("pod", p.Namespace+"/"+p.Name), rundir.F("agent", who), rundir.F("id", id))
 		})
@@ -228,11 +245,88 @@ func (b *Backend) applyRemote(ctx context.Context, sc scope, name, container, ta
 }
 
 // recordAgent records the events an agent's fault code recorded, each
-// with the agent that did it.
+// with the agent that did it and when (agent_time).
 func (b *Backend) recordAgent(rep AgentReply) {
 	for _, e := range rep.Events {
-		b.run.Record(e.Name, append(e.Fields, rundir.F("agent", rep.Agent))...)
+		fields := append(e.Fields, rundir.F("agent", rep.Agent))
+		if !e.At.IsZero() {
+			fields = append(fields, rundir.F("agent_time", e.At.UTC().Format(time.RFC3339Nano)))
+		}
+		b.run.Record(e.Name, fields...)
 	}
+}
+
+// holding counts n more (or fewer) applications held by the agent of p's
+// node, and starts its poller when it has none.
+func (b *Backend) holding(p *corev1.Pod, n int) {
+	node := p.Spec.NodeName
+	b.agents.mu.Lock()
+	defer b.agents.mu.Unlock()
+	if b.agents.held == nil {
+		b.agents.held, b.agents.polled = map[string]int{}, map[string]bool{}
+	}
+	b.agents.held[node] = max(b.agents.held[node]+n, 0)
+	if b.agents.held[node] == 0 || b.agents.polled[node] {
+		return
+	}
+	b.agents.polled[node] = true
+	b.informers.Add(1)
+	go b.pollAgent(p)
+}
+
+// pollAgent asks agent p every AgentPoll, while the run holds faults on
+// its node, for the events recorded since (the status request returns
+// them like any reply), and records them: an OOM kill the agent's watch
+// saw reaches the timeline within about AgentPoll. It ends with the last
+// revert there or when the backend closes.
+func (b *Backend) pollAgent(p *corev1.Pod) {
+	defer b.informers.Done()
+	node := p.Spec.NodeName
+	t := time.NewTicker(AgentPoll)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+		}
+		b.agents.mu.Lock()
+		if b.agents.held[node] == 0 {
+			b.agents.polled[node] = false
+			b.agents.mu.Unlock()
+			return
+		}
+		b.agents.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*AgentPoll)
+		rep, err := b.pollOnce(ctx, p)
+		b.recordAgent(rep)
+		if err != nil && rep.Agent == "" {
+			// No answer: a replacement on the node holds the run now.
+			if now, lerr := agentsOn(ctx, b.cs, p.Namespace, node); lerr == nil && len(now) > 0 {
+				p = &now[0]
+			}
+		}
+		cancel()
+		if err != nil && !failing {
+			b.run.Logf("asking the node agent for the run's events: %v (asked again every %v)", err, AgentPoll)
+		}
+		failing = err != nil
+	}
+}
+
+// pollOnce asks agent p for the run's events.
+func (b *Backend) pollOnce(ctx context.Context, p *corev1.Pod) (AgentReply, error) {
+	release, err := b.openStream(ctx)
+	if err != nil {
+		return AgentReply{}, err
+	}
+	defer release()
+	req := AgentRequest{Op: AgentStatus, Run: b.run.ID}
+	if b.agents.call != nil {
+		return b.agents.call(ctx, p, req)
+	}
+	return CallAgent(ctx, b.cfg, b.cs, p, req)
 }
 
 // holdLease makes the run's lease with the agents, once, and renews it

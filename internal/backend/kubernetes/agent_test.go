@@ -2,8 +2,13 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/chaos-harness/chaos/internal/backend"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 // TestAgentCheck: preflight names the nodes with a Running agent, fails
@@ -47,4 +55,65 @@ func TestAgentCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgentEventsPolled: while the run holds a fault through the agent of
+// a node, that agent is asked for the run's events every AgentPoll, and
+// what it recorded meanwhile (an OOM kill) reaches the timeline with the
+// agent and the agent's time; after the last revert on the node the
+// polling ends.
+func TestAgentEventsPolled(t *testing.T) {
+	var mu sync.Mutex
+	var recorded []string
+	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
+	b := &Backend{stop: make(chan struct{}), run: &backend.Run{ID: "r1", Logf: t.Logf, Record: func(name string, fields ...rundir.Field) {
+		mu.Lock()
+		defer mu.Unlock()
+		line := name
+		for _, f := range fields {
+			line += fmt.Sprintf(" %s=%v", f.Key, f.Value)
+		}
+		recorded = append(recorded, line)
+	}}}
+	var asked atomic.Int32
+	b.agents.call = func(ctx context.Context, p *corev1.Pod, req AgentRequest) (AgentReply, error) {
+		if req.Op != AgentStatus || req.Run != "r1" || p.Name != "agent-1" {
+			t.Errorf("asked %s %+v", p.Name, req)
+		}
+		rep := AgentReply{Agent: "agent-1@n1"}
+		if asked.Add(1) == 2 {
+			rep.Events = []AgentEvent{{Name: "resource.oom-kill", Fields: []rundir.Field{rundir.F("operation", "cap")}, At: at}}
+		}
+		return rep, nil
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "chaos-system", Name: "agent-1"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	b.holding(p, 1)
+	b.holding(p, 1)
+	want := "resource.oom-kill operation=cap agent=agent-1@n1 agent_time=2026-01-02T03:04:05.0000006Z"
+	for deadline := time.Now().Add(30 * AgentPoll); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		got := slices.Clone(recorded)
+		mu.Unlock()
+		if slices.Contains(got, want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("recorded %q after %d polls, want %q", got, asked.Load(), want)
+		}
+	}
+	b.holding(p, -1)
+	b.holding(p, -1)
+	for deadline := time.Now().Add(30 * AgentPoll); ; time.Sleep(50 * time.Millisecond) {
+		b.agents.mu.Lock()
+		polled := b.agents.polled["n1"]
+		b.agents.mu.Unlock()
+		if !polled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the agent is still polled after the last revert on its node")
+		}
+	}
+	close(b.stop)
+	b.informers.Wait()
 }

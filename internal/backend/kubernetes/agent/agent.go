@@ -302,7 +302,7 @@ func (e *env) Back(backend.Handle) {}
 func (s *Server) record(rs *runState, event string, fields ...rundir.Field) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rs.events = append(rs.events, kubernetes.AgentEvent{Name: event, Fields: fields})
+	rs.events = append(rs.events, kubernetes.AgentEvent{Name: event, Fields: fields, At: time.Now()})
 }
 
 // run is the state of run id, made on first use.

@@ -23,6 +23,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes"
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi/kubefake"
+	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
 func pod(ns, name, uid, node string, labels map[string]string) *corev1.Pod {
@@ -275,5 +276,28 @@ func TestServeAndCall(t *testing.T) {
 	}
 	if err := Call(sock, strings.NewReader(`{"op":"status"}`), io.Discard); err == nil {
 		t.Error("a call to a stopped daemon succeeded")
+	}
+}
+
+// TestStatusBringsTheRunsEvents: a status request for a run (the
+// harness's poll) brings the events recorded for it since, each with the
+// time it was recorded, and only once.
+func TestStatusBringsTheRunsEvents(t *testing.T) {
+	s, err := New(Config{Node: "n1", Pod: "agent-x", Namespace: "chaos-system", Client: kubefake.Client{CS: fake.NewClientset()}, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.run("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	s.record(rs, "resource.oom-kill", rundir.F("operation", "cap"))
+	rep := s.Handle(context.Background(), kubernetes.AgentRequest{Op: kubernetes.AgentStatus, Run: "r1"})
+	if len(rep.Events) != 1 || rep.Events[0].Name != "resource.oom-kill" || rep.Events[0].At.Before(before) || rep.Events[0].At.After(time.Now()) {
+		t.Fatalf("status brought %+v, want the OOM kill recorded after %v", rep.Events, before)
+	}
+	if rep := s.Handle(context.Background(), kubernetes.AgentRequest{Op: kubernetes.AgentStatus, Run: "r1"}); len(rep.Events) != 0 {
+		t.Errorf("the next status brought %+v again", rep.Events)
 	}
 }
