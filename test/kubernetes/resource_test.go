@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,9 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/loopfs"
+	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -408,5 +411,184 @@ wait:
 		if e.Name() != "lost+found" {
 			t.Errorf("left on the file system after the run: %s", e.Name())
 		}
+	}
+}
+
+// lastNode is the cluster's last node: chaos-k8s-2 on the test cluster,
+// whose pods the harness reaches only through that node's agent.
+func lastNode(t *testing.T, cs kubernetes.Interface) string {
+	all := nodes(t, cs)
+	return all[len(all)-1]
+}
+
+// TestMemoryLimitOOMThroughTheAgent: a 32MiB memory limit on a pod of the
+// last node, written by that node's agent into the container's memory
+// group. The workload's allocation (tail of 128 MiB without a newline),
+// made once it sees the limit in its own group, is OOM-killed: the
+// instance, which ends with it, ends Failed with reason OOMKilled, and the
+// agent's resource.oom-kill reaches the timeline while the limit still
+// holds. The limit holds to the flow's end,
+// which waits for a second workload (gate) that ends only when the test,
+// having seen resource.oom-kill, tells it to, or after 60 s: an event that
+// came only with the agent's reply to the revert (as it did before the
+// harness polled the agents) fails the test.
+func TestMemoryLimitOOMThroughTheAgent(t *testing.T) {
+	cs := cluster(t)
+	node := lastNode(t, cs)
+	agentNS := installAgent(t, cs, node)
+	runs := t.TempDir()
+	id := "agent-oom-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
+id: `+id+`
+timeout: 3m
+workloads:
+  - name: hog
+    timeout: 90s
+    run: |
+      until [ "$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)" -le 33554432 ]; do sleep 0.1; done
+      head -c 134217728 /dev/zero | tail > /dev/null
+      st=$?
+      echo "the allocation ended with status $st"
+      # Its container and group go with its end: the agent's watch reads
+      # the group's OOM count every 100 ms.
+      sleep 2
+      exit $st
+  - name: gate
+    timeout: 90s
+    run: |
+      while [ ! -e go ]; do sleep 0.1; done
+operations:
+  - {name: cap, uses: memory-limit, target: {workload: hog}, resource: {memory: 32MiB}}
+flow:
+  parallel:
+    - hog
+    - gate
+    - serial: [{wait: {workload: hog, condition: running}}, {delay: 2s}, cap]
+`)
+	done := make(chan result, 1)
+	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x) }()
+	dir := runDir(t, runs, id)
+	_, gate := runningPod(t, cs, id, "gate-0")
+	applied := timelineEvent(t, dir, "resource.applied", map[string]string{"operation": "cap"}, time.Minute, done)
+	if a, _ := applied["agent"].(string); !strings.HasSuffix(a, "@"+node) {
+		t.Errorf("resource.applied names agent %q, want the one of node %s", a, node)
+	}
+	ended := timelineEvent(t, dir, "instance.state", map[string]string{"instance": "hog-0", "state": "Failed"}, time.Minute, done)
+	oom := timelineEvent(t, dir, "resource.oom-kill", map[string]string{"operation": "cap"}, time.Minute, done)
+	if e := netfaulttest.FindEvent(dir, "agent.reverted", nil); e != nil {
+		t.Errorf("the limit was reverted (%v) before resource.oom-kill reached the timeline", e)
+	}
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/root/chaos/output/go", gate), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	t.Logf("hog-0 ended %v (%v) at %v; resource.oom-kill at %v (the agent saw it at %v), %v kill(s), by %v; the run's verdict %s",
+		ended["state"], ended["reason"], ended["ts"], oom["ts"], oom["agent_time"], oom["oom_kills"], oom["agent"], verdictOf(t, r.dir))
+	if ended["reason"] != "OOMKilled" {
+		t.Errorf("hog-0 ended %v with reason %v, want OOMKilled", ended["state"], ended["reason"])
+	}
+	if a, _ := oom["agent"].(string); !strings.HasSuffix(a, "@"+node) {
+		t.Errorf("resource.oom-kill names agent %q, want the one of node %s", a, node)
+	}
+	if e := netfaulttest.FindEvent(r.dir, "agent.reverted", map[string]string{"operation": "cap"}); e == nil {
+		t.Errorf("no agent.reverted for the limit\n%s", lastLines(r.stderr, 30))
+	}
+}
+
+// TestCPULimitThroughTheAgent: a 10% CPU limit on a busy loop in a pod of
+// the last node, written by that node's agent. The CPU time of the pod's
+// container, read from the host (cpuacct of its group) every 250 ms, per
+// second of the interval: at most 0.13 while the limit holds (the quota
+// is exact; a loaded machine can only give it less), at least 0.05 (the
+// loop still runs), and at least three times that before and after.
+func TestCPULimitThroughTheAgent(t *testing.T) {
+	cs := cluster(t)
+	node := lastNode(t, cs)
+	agentNS := installAgent(t, cs, node)
+	runs := t.TempDir()
+	id := "agent-cpu-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
+id: `+id+`
+timeout: 3m
+workloads:
+  - name: spin
+    timeout: 90s
+    run: |
+      while [ ! -e "$CHAOS_STOP_FILE" ]; do :; done
+operations:
+  - {name: cap, uses: cpu-limit, target: {workload: spin}, resource: {cpu: 10%}, duration: 6s}
+flow:
+  parallel:
+    - spin
+    - serial: [{wait: {workload: spin, condition: running}}, {delay: 5s}, cap, {delay: 5s}, {stop: spin}]
+`)
+	done := make(chan result, 1)
+	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x) }()
+	runDir(t, runs, id)
+	_, pid := runningPod(t, cs, id, "spin-0")
+	type sample struct {
+		at  time.Time
+		cpu int64
+	}
+	var samples []sample
+	var r result
+wait:
+	for {
+		select {
+		case r = <-done:
+			break wait
+		case <-time.After(250 * time.Millisecond):
+			if c, _ := groupCounters(pid); c >= 0 {
+				samples = append(samples, sample{time.Now(), c})
+			}
+		}
+	}
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0 (PASS)\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 30))
+	}
+	applied := netfaulttest.FindEvent(r.dir, "resource.applied", map[string]string{"operation": "cap"})
+	reverted := netfaulttest.FindEvent(r.dir, "resource.reverted", map[string]string{"operation": "cap"})
+	if applied == nil || reverted == nil {
+		t.Fatalf("resource.applied %v, resource.reverted %v", applied, reverted)
+	}
+	if a, _ := applied["agent"].(string); !strings.HasSuffix(a, "@"+node) {
+		t.Errorf("resource.applied names agent %q, want the one of node %s", a, node)
+	}
+	// When the agent wrote the limit and the old value back, by this
+	// machine's clock (the node's).
+	at := func(e map[string]any) time.Time {
+		ts, err := time.Parse(time.RFC3339Nano, fmt.Sprint(e["agent_time"]))
+		if err != nil {
+			t.Fatalf("%v: agent_time: %v", e, err)
+		}
+		return ts
+	}
+	from, to := at(applied), at(reverted)
+	// rate is the CPUs the container used from a to b.
+	rate := func(a, b time.Time) float64 {
+		var first, last *sample
+		for i := range samples {
+			if s := &samples[i]; !s.at.Before(a) && !s.at.After(b) {
+				if first == nil {
+					first = s
+				}
+				last = s
+			}
+		}
+		if first == nil || last == first {
+			t.Fatalf("no two samples from %v to %v", a, b)
+		}
+		return float64(last.cpu-first.cpu) / float64(last.at.Sub(first.at).Nanoseconds())
+	}
+	const margin = 500 * time.Millisecond
+	before := rate(from.Add(-4*time.Second), from.Add(-margin))
+	during := rate(from.Add(margin), to.Add(-margin))
+	after := rate(to.Add(margin), to.Add(4*time.Second))
+	t.Logf("the busy loop's container used %.3f CPUs before the 10%% limit, %.3f while it held, %.3f after", before, during, after)
+	if during > 0.13 || during < 0.05 {
+		t.Errorf("under a 10%% limit the container used %.3f CPUs, want 0.05-0.13", during)
+	}
+	if before < 3*during || after < 3*during {
+		t.Errorf("the container used %.3f CPUs before the limit and %.3f after, want three times the %.3f it used under it", before, after, during)
 	}
 }
