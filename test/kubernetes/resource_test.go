@@ -495,12 +495,14 @@ flow:
 	}
 }
 
-// TestCPULimitThroughTheAgent: a 10% CPU limit on a busy loop in a pod of
+// TestCPULimitThroughTheAgent: a 5% CPU limit on a busy loop in a pod of
 // the last node, written by that node's agent. The CPU time of the pod's
 // container, read from the host (cpuacct of its group) every 250 ms, per
-// second of the interval: at most 0.13 while the limit holds (the quota
-// is exact; a loaded machine can only give it less), at least 0.05 (the
-// loop still runs), and at least three times that before and after.
+// second of the interval: at most 0.065 while the limit holds (the quota
+// is exact; a loaded machine can only give it less), at least 0.025 (the
+// loop still runs), and at least three times that before and after (the
+// share is small so that a loaded machine, which gives the free loop less
+// than a CPU, still gives it that: 0.28 was seen).
 func TestCPULimitThroughTheAgent(t *testing.T) {
 	cs := cluster(t)
 	node := lastNode(t, cs)
@@ -516,7 +518,7 @@ workloads:
     run: |
       while [ ! -e "$CHAOS_STOP_FILE" ]; do :; done
 operations:
-  - {name: cap, uses: cpu-limit, target: {workload: spin}, resource: {cpu: 10%}, duration: 6s}
+  - {name: cap, uses: cpu-limit, target: {workload: spin}, resource: {cpu: 5%}, duration: 6s}
 flow:
   parallel:
     - spin
@@ -584,9 +586,9 @@ wait:
 	before := rate(from.Add(-4*time.Second), from.Add(-margin))
 	during := rate(from.Add(margin), to.Add(-margin))
 	after := rate(to.Add(margin), to.Add(4*time.Second))
-	t.Logf("the busy loop's container used %.3f CPUs before the 10%% limit, %.3f while it held, %.3f after", before, during, after)
-	if during > 0.13 || during < 0.05 {
-		t.Errorf("under a 10%% limit the container used %.3f CPUs, want 0.05-0.13", during)
+	t.Logf("the busy loop's container used %.3f CPUs before the 5%% limit, %.3f while it held, %.3f after", before, during, after)
+	if during > 0.065 || during < 0.025 {
+		t.Errorf("under a 5%% limit the container used %.3f CPUs, want 0.025-0.065", during)
 	}
 	if before < 3*during || after < 3*during {
 		t.Errorf("the container used %.3f CPUs before the limit and %.3f after, want three times the %.3f it used under it", before, after, during)
