@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -193,6 +194,23 @@ done`
 // after; nothing is left on its file system.
 func TestStressPressureIOAndDiskOnAPod(t *testing.T) {
 	cs := cluster(t)
+	stressPressureIOAndDisk(t, cs, os.Getenv("CHAOS_K8S_NODE"), "")
+}
+
+// TestStressPressureIOAndDiskThroughTheAgent: the same on a pod of the
+// last node, each fault made by that node's agent (resource.applied names
+// it): the stress helpers are the agent's binary, placed in the pod's
+// container's groups there.
+func TestStressPressureIOAndDiskThroughTheAgent(t *testing.T) {
+	cs := cluster(t)
+	node := lastNode(t, cs)
+	stressPressureIOAndDisk(t, cs, node, installAgent(t, cs, node))
+}
+
+// stressPressureIOAndDisk runs the faults of TestStressPressureIOAndDiskOnAPod
+// on a pod placed on node, through the agent of namespace agentNS ("":
+// none, the harness makes them).
+func stressPressureIOAndDisk(t *testing.T, cs kubernetes.Interface, node, agentNS string) {
 	if os.Geteuid() != 0 {
 		t.Fatal("resource faults on pods need root (the cluster does too)")
 	}
@@ -208,10 +226,17 @@ func TestStressPressureIOAndDiskOnAPod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "res-probe", Labels: map[string]string{"app": "res-probe"}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
-			NodeName:                      os.Getenv("CHAOS_K8S_NODE"),
+			NodeName:                      node,
+			// The test cluster's second node is tainted.
+			Tolerations: []corev1.Toleration{{Key: "chaos-k8s.io/extra-node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 			Containers: []corev1.Container{{
 				Name: "probe", Image: img, ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:      []string{"/bin/sh", "-c", resourceProbe},
+				Command: []string{"/bin/sh", "-c", resourceProbe},
+				// A request gives its group a weight (cpu.shares 512, not a
+				// BestEffort pod's 2): on a loaded machine cpu-stress's
+				// helper, which competes under its groups, got 0.22 of a
+				// CPU once without it.
+				Resources:    corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "log", MountPath: "/log"}},
 			}},
 			Volumes: []corev1.Volume{
@@ -235,11 +260,15 @@ func TestStressPressureIOAndDiskOnAPod(t *testing.T) {
 		_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
 		pid = pidOfContainer(id)
 	}
+	agentOption := ""
+	if agentNS != "" {
+		agentOption = "\n  agent-namespace: " + agentNS
+	}
 	adapter := write(t, "res-adapter.yaml", `apiVersion: chaos/v1alpha1
 id: k8s-resource-target
 backend: kubernetes
 options:
-  target-namespaces: store=`+ns+`
+  target-namespaces: store=`+ns+agentOption+`
 instance:
   image: chaos/busybox:latest
 targets:
@@ -303,13 +332,21 @@ wait:
 	}
 	type window struct{ from, to time.Time }
 	held := map[string]window{}
+	// An agent's event is recorded when its reply comes; agent_time is
+	// when the agent made the change.
+	at := func(e rundir.Event) time.Time {
+		if ts, err := time.Parse(time.RFC3339Nano, e.String("agent_time")); err == nil {
+			return ts
+		}
+		return e.TS
+	}
 	for _, e := range events {
 		w := held[e.String("operation")]
 		switch e.Name {
 		case "resource.applied":
-			w.from = e.TS
+			w.from = at(e)
 		case "resource.reverted":
-			w.to = e.TS
+			w.to = at(e)
 		default:
 			continue
 		}
@@ -318,6 +355,13 @@ wait:
 	for _, op := range []string{"burn", "hog", "squeeze", "slow-disk", "full-disk"} {
 		if w := held[op]; w.from.IsZero() || w.to.IsZero() {
 			t.Fatalf("%s: applied at %v, reverted at %v", op, w.from, w.to)
+		}
+		if agentNS == "" {
+			continue
+		}
+		e := netfaulttest.FindEvent(r.dir, "resource.applied", map[string]string{"operation": op})
+		if a, _ := e["agent"].(string); !strings.HasSuffix(a, "@"+node) {
+			t.Errorf("%s: resource.applied names agent %q, want the one of node %s", op, a, node)
 		}
 	}
 	// CPU rate (CPUs) and the highest and lowest memory use in [from, to].
