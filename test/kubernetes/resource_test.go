@@ -513,11 +513,25 @@ flow:
 	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x) }()
 	dir := runDir(t, runs, id)
 	_, gate := runningPod(t, cs, id, "gate-0")
+	var r result
+	ended := false
+	// A failed look still lets the run end by itself, its namespace
+	// deleted, before the test does.
+	t.Cleanup(func() {
+		if !ended {
+			_ = os.WriteFile(fmt.Sprintf("/proc/%d/root/chaos/output/go", gate), nil, 0o644)
+			// (A look that saw the run end took its result.)
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
+			}
+		}
+	})
 	applied := timelineEvent(t, dir, "resource.applied", map[string]string{"operation": "cap"}, time.Minute, done)
 	if a, _ := applied["agent"].(string); !strings.HasSuffix(a, "@"+node) {
 		t.Errorf("resource.applied names agent %q, want the one of node %s", a, node)
 	}
-	ended := timelineEvent(t, dir, "instance.state", map[string]string{"instance": "hog-0", "state": "Failed"}, time.Minute, done)
+	hog := timelineEvent(t, dir, "instance.state", map[string]string{"instance": "hog-0", "state": "Failed"}, time.Minute, done)
 	oom := timelineEvent(t, dir, "resource.oom-kill", map[string]string{"operation": "cap"}, time.Minute, done)
 	if e := netfaulttest.FindEvent(dir, "agent.reverted", nil); e != nil {
 		t.Errorf("the limit was reverted (%v) before resource.oom-kill reached the timeline", e)
@@ -525,11 +539,12 @@ flow:
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/root/chaos/output/go", gate), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	r = <-done
+	ended = true
 	t.Logf("hog-0 ended %v (%v) at %v; resource.oom-kill at %v (the agent saw it at %v), %v kill(s), by %v; the run's verdict %s",
-		ended["state"], ended["reason"], ended["ts"], oom["ts"], oom["agent_time"], oom["oom_kills"], oom["agent"], verdictOf(t, r.dir))
-	if ended["reason"] != "OOMKilled" {
-		t.Errorf("hog-0 ended %v with reason %v, want OOMKilled", ended["state"], ended["reason"])
+		hog["state"], hog["reason"], hog["ts"], oom["ts"], oom["agent_time"], oom["oom_kills"], oom["agent"], verdictOf(t, r.dir))
+	if hog["reason"] != "OOMKilled" {
+		t.Errorf("hog-0 ended %v with reason %v, want OOMKilled", hog["state"], hog["reason"])
 	}
 	if a, _ := oom["agent"].(string); !strings.HasSuffix(a, "@"+node) {
 		t.Errorf("resource.oom-kill names agent %q, want the one of node %s", a, node)
