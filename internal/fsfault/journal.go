@@ -265,3 +265,18 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
+
+// Detach unmounts lazily (a program may still hold it) every layer named
+// fsName stacked at dir, as this process's mountinfo shows them, and
+// says how many it unmounted: what a node agent does with a layer of a
+// run that is over, whose server may be gone.
+func Detach(dir, fsName string) (int, error) {
+	n := 0
+	for mountedLayer(dir, fsName) {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			return n, fmt.Errorf("unmounting the file-system layer over %s: %w", dir, err)
+		}
+		n++
+	}
+	return n, nil
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,12 +127,13 @@ func ServeMain(args []string) int {
 	return 0
 }
 
-// Remote is a layer a helper process serves.
+// Remote is a layer a helper serves: a process of this machine
+// (MountRemote), or one elsewhere reached by a stream (MountStream: a node
+// agent's, through the API server).
 type Remote struct {
 	dir    string
 	fsName string
-	cmd    *exec.Cmd
-	stderr bytes.Buffer // the helper's, for errors
+	st     *Stream
 
 	// mu guards ctl, next, waits and gone.
 	mu    sync.Mutex
@@ -141,38 +143,85 @@ type Remote struct {
 	gone  bool
 }
 
-// MountRemote starts helper (the chaos binary) to mount and serve a
-// layer over dir; opts.Record is told each injection, with the time the
-// helper made it.
-func MountRemote(helper, dir string, opts Options) (*Remote, error) {
-	record := opts.Record
+// Stream is a running helper's standard input and output, however it
+// runs; it was started with ServeArgs.
+type Stream struct {
+	In  io.WriteCloser
+	Out io.Reader
+	// Wait returns once the helper has ended; Kill ends it.
+	Wait func() error
+	Kill func()
+	// Stderr is what it said on its standard error, for errors.
+	Stderr func() string
+	// Local says the layer is mounted on this machine: a mount its helper
+	// left when it failed to unmount is detached here. Another's is its
+	// server's to detach.
+	Local bool
+}
+
+// ServeArgs are the arguments of the chaos binary that serve a layer
+// over dir with opts (ServeMain's, after the binary).
+func ServeArgs(dir string, opts Options) ([]string, error) {
 	opts.Record = nil
 	o, err := json.Marshal(opts)
 	if err != nil {
 		return nil, err
 	}
-	r := &Remote{dir: dir, fsName: opts.FsName, waits: map[int]chan string{0: make(chan string, 1)}, next: 1}
-	// It sees the harness go by the end of its stdin (the pipe is
-	// close-on-exec, so no other child of the harness holds it open). No
-	// Pdeathsig: it would fire when the thread that forked it ends, which
-	// a goroutine locked to its thread (a network namespace's) may make.
-	r.cmd = exec.Command(helper, ServeCommand, dir, string(o))
-	r.cmd.Dir = "/"
-	r.cmd.Stderr = &lockedWriter{w: &r.stderr, mu: &r.mu}
-	if r.ctl, err = r.cmd.StdinPipe(); err != nil {
-		return nil, err
-	}
-	out, err := r.cmd.StdoutPipe()
+	return []string{ServeCommand, dir, string(o)}, nil
+}
+
+// MountRemote starts helper (the chaos binary) to mount and serve a
+// layer over dir; opts.Record is told each injection, with the time the
+// helper made it.
+func MountRemote(helper, dir string, opts Options) (*Remote, error) {
+	return MountStream(dir, opts, func(args []string) (*Stream, error) {
+		// It sees the harness go by the end of its stdin (the pipe is
+		// close-on-exec, so no other child of the harness holds it open). No
+		// Pdeathsig: it would fire when the thread that forked it ends, which
+		// a goroutine locked to its thread (a network namespace's) may make.
+		cmd := exec.Command(helper, args...)
+		cmd.Dir = "/"
+		var mu sync.Mutex // guards stderr
+		var stderr bytes.Buffer
+		cmd.Stderr = &lockedWriter{w: &stderr, mu: &mu}
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("starting the file-system layer's helper: %w", err)
+		}
+		return &Stream{In: in, Out: out, Wait: cmd.Wait, Kill: func() { _ = cmd.Process.Kill() }, Local: true,
+			Stderr: func() string {
+				mu.Lock()
+				defer mu.Unlock()
+				return stderr.String()
+			}}, nil
+	})
+}
+
+// MountStream mounts a layer over dir with a helper start starts with
+// ServeArgs' arguments, and talks to it over its stream; opts.Record is
+// told each injection, with the time the helper made it.
+func MountStream(dir string, opts Options, start func(args []string) (*Stream, error)) (*Remote, error) {
+	record := opts.Record
+	args, err := ServeArgs(dir, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the file-system layer's helper: %w", err)
+	st, err := start(args)
+	if err != nil {
+		return nil, err
 	}
-	go r.read(out, record)
+	r := &Remote{dir: dir, fsName: opts.FsName, st: st, ctl: st.In, waits: map[int]chan string{0: make(chan string, 1)}, next: 1}
+	go r.read(st.Out, record)
 	if err := r.wait(0); err != nil {
 		r.ctl.Close()
-		_ = r.cmd.Wait()
+		r.end()
 		return nil, err
 	}
 	return r, nil
@@ -271,9 +320,20 @@ func (r *Remote) wait(id int) error {
 }
 
 func (r *Remote) goneErr() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return fmt.Errorf("the file-system layer's helper over %s has exited: %s", r.dir, bytes.TrimSpace(r.stderr.Bytes()))
+	return fmt.Errorf("the file-system layer's helper over %s has exited: %s", r.dir, strings.TrimSpace(r.st.Stderr()))
+}
+
+// end waits for the helper to end, for at most helperTimeout; then it is
+// killed.
+func (r *Remote) end() {
+	done := make(chan struct{})
+	go func() { _ = r.st.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(helperTimeout):
+		r.st.Kill()
+		<-done
+	}
 }
 
 // Dir is the directory the layer is mounted over.
@@ -299,13 +359,9 @@ func (r *Remote) Hold(rule *Rule) (func(), error) {
 func (r *Remote) Unmount() error {
 	_, err := r.request(ctlMsg{Op: "unmount"})
 	r.ctl.Close()
-	done := make(chan struct{})
-	go func() { _ = r.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(helperTimeout):
-		_ = r.cmd.Process.Kill()
-		<-done
+	r.end()
+	if err != nil && !r.st.Local {
+		return err
 	}
 	if err != nil && mountedLayer(r.dir, r.fsName) {
 		if derr := unix.Unmount(r.dir, unix.MNT_DETACH); derr != nil {

@@ -1,6 +1,7 @@
 package fsfault
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,7 @@ func TestRemoteLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := sh(t, dir, `dd if=/dev/zero of=a.dat bs=1 count=1 conv=notrunc status=none`); err == nil || !strings.Contains(out, "No space left on device") {
-		t.Fatalf("a write under the held rule: %v %q (injections %+v; helper: %s)", err, out, got, l.stderr.String())
+		t.Fatalf("a write under the held rule: %v %q (injections %+v; helper: %s)", err, out, got, l.st.Stderr())
 	}
 	remove()
 	if out, err := sh(t, dir, `echo x > a.dat && cat a.dat`); err != nil || out != "x\n" {
@@ -109,5 +110,113 @@ func TestRemoteLayer(t *testing.T) {
 	}
 	if _, err := l.Hold(&Rule{Kind: KindLatency, Delay: time.Millisecond}); err == nil {
 		t.Fatal("a layer whose helper has ended took a rule")
+	}
+}
+
+// pipedHelper starts the helper as a node agent's exec does: its standard
+// input and output reach this process through pipes of a relay, not its
+// own, and the layer is not this machine's (Local false).
+func pipedHelper(t *testing.T) (start func(args []string) (*Stream, error), cut func()) {
+	var cmd *exec.Cmd
+	var inW *io.PipeWriter
+	start = func(args []string) (*Stream, error) {
+		cmd = exec.Command(os.Args[0], args...)
+		inR, w := io.Pipe()
+		inW = w
+		outR, outW := io.Pipe()
+		cmd.Stdin, cmd.Stdout = inR, outW
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		done := make(chan error, 1)
+		go func() {
+			err := cmd.Wait()
+			outW.Close()
+			done <- err
+		}()
+		var once sync.Once
+		var werr error
+		return &Stream{In: inW, Out: outR, Kill: func() { _ = cmd.Process.Kill() },
+			Wait:   func() error { once.Do(func() { werr = <-done }); return werr },
+			Stderr: func() string { return "" }}, nil
+	}
+	// cut ends the stream as a killed harness's exec ends: the helper's
+	// standard input ends.
+	cut = func() { inW.Close() }
+	return start, cut
+}
+
+// TestStreamLayer: a layer served over a stream holds a rule (the write
+// fails with EIO, and the injection comes back over the stream), drops it
+// and unmounts. A second one whose stream is cut (the harness is gone)
+// leaves its mount with no server: programs get an error, not a hang, and
+// Unmount says the helper is gone and leaves the mount to its server's
+// owner (the agent), as it is not this machine's.
+func TestStreamLayer(t *testing.T) {
+	needFUSE(t)
+	dir := t.TempDir()
+	var mu sync.Mutex
+	var got []Injection
+	start, _ := pipedHelper(t)
+	l, err := MountStream(dir, Options{FsName: "chaos-test-stream-" + filepath.Base(dir), Record: func(in Injection) {
+		mu.Lock()
+		got = append(got, in)
+		mu.Unlock()
+	}}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mounted(t, dir) {
+		t.Fatalf("no fuse.%s mount at %s", TypeName, dir)
+	}
+	remove, err := l.Hold(&Rule{Operation: "eio", Fault: KindError, Kind: KindError, Ops: []string{"write"}, Files: "*", Errno: syscall.EIO})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := sh(t, dir, `echo x > a.dat`); err == nil || !strings.Contains(out, "I/O error") {
+		t.Fatalf("a write under the held rule: %v %q", err, out)
+	}
+	remove()
+	if out, err := sh(t, dir, `echo y > a.dat && cat a.dat`); err != nil || out != "y\n" {
+		t.Fatalf("a write once the rule is gone: %v %q", err, out)
+	}
+	mu.Lock()
+	n := len(got)
+	mu.Unlock()
+	if n == 0 || got[0].Operation != "eio" || got[0].Errno != "EIO" {
+		t.Fatalf("injections: %+v", got)
+	}
+	if err := l.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	if mounted(t, dir) {
+		t.Fatalf("%s is still mounted after Unmount", dir)
+	}
+
+	dir2 := t.TempDir()
+	start, cut := pipedHelper(t)
+	fsName := "chaos-test-stream-" + filepath.Base(dir2)
+	l2, err := MountStream(dir2, Options{FsName: fsName}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = Detach(dir2, fsName) })
+	cut()
+	if err := l2.st.Wait(); err != nil {
+		t.Fatalf("the helper whose stream was cut: %v", err)
+	}
+	if out, err := sh(t, dir2, `echo x > b.dat`); err == nil {
+		t.Fatalf("a write under a layer whose server is gone succeeded: %q", out)
+	}
+	if err := l2.Unmount(); err == nil || !strings.Contains(err.Error(), "has exited") {
+		t.Fatalf("Unmount of a layer whose helper is gone: %v", err)
+	}
+	if !mounted(t, dir2) {
+		t.Fatal("Unmount detached a layer that is not this machine's")
+	}
+	if n, err := Detach(dir2, fsName); err != nil || n != 1 || mounted(t, dir2) {
+		t.Fatalf("Detach: %d %v (mounted after: %v)", n, err, mounted(t, dir2))
 	}
 }
