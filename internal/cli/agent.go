@@ -12,6 +12,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes"
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes/agent"
+	"github.com/chaos-harness/chaos/internal/fsfault"
 )
 
 func init() { extraCommands = append(extraCommands, newAgentCmd) }
@@ -36,7 +37,7 @@ not one.`,
   chaos agent uninstall`,
 		Args: noArgs("a subcommand: serve, call, install or uninstall"),
 	}
-	cmd.AddCommand(newAgentInstallCmd(s), newAgentUninstallCmd(s), newAgentServeCmd(s), newAgentCallCmd(s))
+	cmd.AddCommand(newAgentInstallCmd(s), newAgentUninstallCmd(s), newAgentServeCmd(s), newAgentCallCmd(s), newAgentFSServeCmd(s), newAgentFSDetachCmd(s))
 	return cmd
 }
 
@@ -143,7 +144,7 @@ Exit codes: 0 stopped by a signal; 2 it could not start.`,
 				return harnessf("%v", err)
 			}
 			srv, err := agent.New(agent.Config{Node: env["NODE_NAME"], Pod: env["POD_NAME"], Namespace: env["POD_NAMESPACE"], Client: cs,
-				StateDir: state, LeaseCheck: check, Logf: func(f string, a ...any) {
+				StateDir: state, LeaseCheck: check, HostStateDir: os.Getenv(agent.HostStateDirEnv), Detach: agent.DetachOnNode, Logf: func(f string, a ...any) {
 					fmt.Fprintf(s.err, "%s %s\n", time.Now().UTC().Format(time.RFC3339), fmt.Sprintf(f, a...))
 				}})
 			if err != nil {
@@ -184,6 +185,43 @@ answer.`,
 	}
 	c.Flags().StringVar(&socket, "socket", agent.DefaultSocket, "the daemon's unix socket")
 	return c
+}
+
+// newAgentFSServeCmd is what the harness runs by exec in an agent's pod to
+// serve a file-system layer on its node (agent/fs.go): hidden, as only
+// the harness speaks its protocol.
+func newAgentFSServeCmd(s *streams) *cobra.Command {
+	return &cobra.Command{
+		Use:                kubernetes.AgentFSServe + " " + fsfault.ServeCommand + " DIR OPTIONS",
+		Short:              "Serve a run's file-system layer on the node (the harness runs it)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if code := agent.ServeLayer(args, s.in, s.out, s.err); code != 0 {
+				return withCode(code, "")
+			}
+			return nil
+		},
+	}
+}
+
+// newAgentFSDetachCmd unmounts a run's layers at a directory, run by the
+// agent's daemon in the node's mount namespace.
+func newAgentFSDetachCmd(s *streams) *cobra.Command {
+	return &cobra.Command{
+		Use:    agent.DetachCommand + " DIR FSNAME",
+		Short:  "Unmount a run's file-system layers at a directory of the node (the agent runs it)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := fsfault.Detach(args[0], args[1])
+			if err != nil {
+				return harnessf("%v", err)
+			}
+			fmt.Fprintf(s.out, "unmounted %d layer(s) over %s\n", n, args[0])
+			return nil
+		},
+	}
 }
 
 func cmdContext(cmd *cobra.Command) context.Context {

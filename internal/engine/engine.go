@@ -126,6 +126,9 @@ type engine struct {
 	// fsMade maps a layer's directory the run made to the topmost
 	// directory it made for it, removed once empty after the unmount.
 	fsMade map[string]string
+	// fsServed are the directories whose layer the backend serves
+	// (backend.FSServer), not this machine.
+	fsServed map[string]bool
 
 	// be makes the instances; opened holds every backend opened for the
 	// run, by name, in the order they were opened.
@@ -326,7 +329,7 @@ func (e *engine) setUp(ctx context.Context) (skip string, err error) {
 		return "the OTLP receiver did not start", nil
 	case !e.lockOK(ctx):
 		return "a lock the adapter declares was not acquired", nil
-	case !e.mountLayers():
+	case !e.mountLayers(ctx):
 		return "a file-system layer was not mounted", nil
 	case !e.startOwnedTargets(ctx):
 		return "a target the run owns did not start", nil

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/chaos-harness/chaos/internal/backend"
 	"github.com/chaos-harness/chaos/internal/experiment"
@@ -22,7 +24,7 @@ func (e *engine) fsPath(o *experiment.Operation) string { return e.expand(o.FS.P
 // killed harness left. A directory that does not exist yet is made (the
 // target would have made it). It records what fails as a harness error
 // and reports whether every layer is mounted.
-func (e *engine) mountLayers() bool {
+func (e *engine) mountLayers(ctx context.Context) bool {
 	var dirs []string
 	// A layer with an fsync-fail tracks writes from the start, so the
 	// fault drops all that was written since the last good fsync.
@@ -31,6 +33,8 @@ func (e *engine) mountLayers() bool {
 	// directory of the harness's, with the layer over it, into the
 	// instances of the workloads a fault on the path names.
 	binder, _ := e.be.(backend.FSBinder)
+	// A backend whose instances run elsewhere serves the layer there.
+	server, _ := e.be.(backend.FSServer)
 	binds := map[string][]string{}
 	for i := range e.x.Operations {
 		o := &e.x.Operations[i]
@@ -42,7 +46,7 @@ func (e *engine) mountLayers() bool {
 			dirs = append(dirs, d)
 		}
 		track[d] = track[d] || o.Uses == experiment.FaultFsyncFail
-		if t := o.Target; binder != nil && t != nil && t.Workload != "" && t.Role == "" && !slices.Contains(binds[d], t.Workload) {
+		if t := o.Target; (binder != nil || server != nil) && t != nil && t.Workload != "" && t.Role == "" && !slices.Contains(binds[d], t.Workload) {
 			binds[d] = append(binds[d], t.Workload)
 		}
 	}
@@ -53,7 +57,22 @@ func (e *engine) mountLayers() bool {
 	e.fsLog = fsfault.NewLog(e.dir.SystemDir(), e.rec.Start())
 	e.layers = map[string]fsfault.Served{}
 	e.fsMade = map[string]string{}
+	e.fsServed = map[string]bool{}
 	for _, d := range dirs {
+		if server != nil && len(binds[d]) > 0 {
+			// Not journalled here: the layer is not on this machine, and
+			// whoever serves it reverts it should the harness die.
+			l, err := server.ServeFS(ctx, binds[d], d, fsfault.Options{Record: e.fsLog.Add, Track: track[d], Shown: d, FsName: fsfault.FsName(e.runID)})
+			if err != nil {
+				e.errorf("file-system layer over %s for %s: %v", d, strings.Join(binds[d], ", "), err)
+				return false
+			}
+			e.layers[d] = l
+			e.fsServed[d] = true
+			e.rec.Record("fs.layer.mounted", rundir.F("path", d), rundir.F("fsname", fsfault.FsName(e.runID)),
+				rundir.F("node_dir", l.Dir()), rundir.F("bound_into", binds[d]))
+			continue
+		}
 		host, made, err := d, false, error(nil)
 		if len(binds[d]) > 0 {
 			host, err = os.MkdirTemp("", fsfault.FsName(e.runID)+"-")
@@ -93,7 +112,11 @@ func (e *engine) unmountLayers(record bool) {
 	for _, d := range slices.Sorted(maps.Keys(e.layers)) {
 		l := e.layers[d]
 		delete(e.layers, d)
-		if err := e.fsJ.Unmount(l); err != nil {
+		unmount := e.fsJ.Unmount
+		if e.fsServed[d] {
+			unmount = fsfault.Served.Unmount
+		}
+		if err := unmount(l); err != nil {
 			if record {
 				e.errorf("%v", err)
 			} else {

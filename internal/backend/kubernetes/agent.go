@@ -60,6 +60,12 @@ const (
 	AgentRevert    = "revert"
 	AgentRevertRun = "revert-run"
 	AgentStatus    = "status"
+	// AgentFSLayer makes a directory on the node for a run's file-system
+	// layer, journalled so that the agent unmounts and removes it when
+	// the run's lease ends (fs.go); AgentFSServe is the subcommand the
+	// harness then runs by exec in the agent's pod to serve the layer.
+	AgentFSLayer = "fs-layer"
+	AgentFSServe = "fs-serve"
 )
 
 // LeaseName is the name of run's lease in the agents' namespace.
@@ -80,6 +86,8 @@ type AgentRequest struct {
 	ID string `json:"id,omitempty"`
 	// DryRun: revert-run says what it would revert.
 	DryRun bool `json:"dry_run,omitempty"`
+	// FsName is the source fs-layer's layer is mounted with.
+	FsName string `json:"fsname,omitempty"`
 }
 
 // AgentPod is a pod as the harness read it: the agent reads it again and
@@ -105,6 +113,8 @@ type AgentReply struct {
 	Reverted []string `json:"reverted,omitempty"`
 	// Held is, for status, how many applications each run holds.
 	Held map[string]int `json:"held,omitempty"`
+	// Dir is, for fs-layer, the layer's directory on the node.
+	Dir string `json:"dir,omitempty"`
 }
 
 // AgentEvent is one timeline event.

@@ -37,6 +37,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/cgroup"
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/fault"
+	"github.com/chaos-harness/chaos/internal/fsfault"
 	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -60,7 +61,13 @@ type Config struct {
 	StateDir  string
 	// LeaseCheck is how often leases are read.
 	LeaseCheck time.Duration
-	Logf       func(format string, args ...any)
+	// HostStateDir is StateDir's path on the node, where the layers'
+	// helpers mount them (fs.go); "" serves no file-system layer.
+	HostStateDir string
+	// Detach unmounts the layers named fsName at a directory of the node
+	// (DetachOnNode); nil does it in this process's mount namespace.
+	Detach func(ctx context.Context, dir, fsName string) error
+	Logf   func(format string, args ...any)
 }
 
 // Server is a running daemon.
@@ -91,6 +98,8 @@ type application struct {
 	Pod   string `json:"pod"`
 	// Groups are the cgroups a freeze froze, thawed again after a restart.
 	Groups []string `json:"groups,omitempty"`
+	// Layer is a file-system layer's directory (fs.go).
+	Layer *layerDir `json:"layer,omitempty"`
 
 	undo func(ctx context.Context) error
 }
@@ -105,6 +114,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
+	}
+	if cfg.Detach == nil {
+		cfg.Detach = func(_ context.Context, dir, fsName string) error {
+			_, err := fsfault.Detach(dir, fsName)
+			return err
+		}
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, err
@@ -172,8 +187,10 @@ func (s *Server) Handle(ctx context.Context, req kubernetes.AgentRequest) kubern
 		rep.Reverted, err = s.revertRun(ctx, req.Run, req.DryRun)
 	case kubernetes.AgentStatus:
 		rep.Held = s.held()
+	case kubernetes.AgentFSLayer:
+		rep.ID, rep.Dir, err = s.layer(req)
 	default:
-		err = fmt.Errorf("unknown request %q (apply, revert, revert-run, status)", req.Op)
+		err = fmt.Errorf("unknown request %q (apply, revert, revert-run, status, fs-layer)", req.Op)
 	}
 	if err != nil {
 		rep.Error = err.Error()
@@ -387,6 +404,9 @@ func (s *Server) recover() error {
 		}
 		for _, a := range d.Apps {
 			a.undo = s.restoreFunc(d.Run, a)
+			if a.Layer != nil {
+				a.undo = s.unlayer(a.Layer)
+			}
 			rs.apps[a.ID] = a
 		}
 		s.cfg.Logf("took over run %s: %d application(s) held", d.Run, len(d.Apps))
@@ -452,6 +472,9 @@ func (s *Server) revertRun(ctx context.Context, run string, dry bool) ([]string,
 	var errs []error
 	for _, a := range apps {
 		what := fmt.Sprintf("%s of run %s on pod %s", a.Fault, run, a.Pod)
+		if a.Layer != nil {
+			what = fmt.Sprintf("the file-system layer over %s of run %s", a.Layer.Node, run)
+		}
 		if dry {
 			done = append(done, "would revert "+what)
 			continue

@@ -51,6 +51,7 @@ func objects(ns, image, apiServer string) []object {
 	}
 	tm := func(kind, version string) metav1.TypeMeta { return metav1.TypeMeta{Kind: kind, APIVersion: version} }
 	yes := true
+	hostState := DefaultStateDir + "/" + ns
 	dirOrCreate, fileOrCreate, dir := corev1.HostPathDirectoryOrCreate, corev1.HostPathFileOrCreate, corev1.HostPathDirectory
 	fieldEnv := func(n, path string) corev1.EnvVar {
 		return corev1.EnvVar{Name: n, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
@@ -74,7 +75,10 @@ func objects(ns, image, apiServer string) []object {
 						Image:           image,
 						ImagePullPolicy: corev1.PullIfNotPresent,
 						Command:         []string{kubernetes.AgentBinary, "agent", "serve"},
-						Env:             []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace")},
+						Env: []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
+							// The state volume's path on the node, where the
+							// file-system layers are mounted (fs.go).
+							{Name: HostStateDirEnv, Value: hostState}},
 						SecurityContext: &corev1.SecurityContext{Privileged: &yes},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "cgroup", MountPath: HostCgroup},
@@ -86,7 +90,7 @@ func objects(ns, image, apiServer string) []object {
 						hostPath("cgroup", "/sys/fs/cgroup", &dir),
 						// One directory per agent namespace: agents installed
 						// in several never take over each other's runs.
-						hostPath("state", DefaultStateDir+"/"+ns, &dirOrCreate),
+						hostPath("state", hostState, &dirOrCreate),
 						// iptables' lock, shared with the node's other users.
 						hostPath("xtables-lock", "/run/xtables.lock", &fileOrCreate),
 					},

@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes"
+	"github.com/chaos-harness/chaos/internal/fsfault"
+)
+
+// File-system layers on a node. The harness serves a run's layer over a
+// directory of the agent's state directory on the pods' node, which the
+// pods get as a hostPath volume: it asks fs-layer for the directory (made
+// and journalled here, so that the agent unmounts and removes it when the
+// run's lease ends, also after a restart), then runs chaos agent fs-serve
+// in the agent's pod by exec, whose standard input and output carry the
+// layer's helper protocol (fsfault.MountStream). The layer is mounted
+// before the pods start, so each pod's bind of the directory holds it.
+//
+// The helper must mount in the node's mount namespace, or the kubelet
+// and the pods would never see the layer. It enters pid 1's (the pod has
+// hostPID) with nsenter before it starts: Go cannot enter a mount
+// namespace once it runs threads. The other way, a hostPath with
+// Bidirectional propagation, needs the node's directory to be a shared
+// mount, which it is not everywhere (a private /, as on the project's
+// test machine), and would propagate every mount the agent's container
+// makes to the node; entering the namespace needs nothing of the node.
+
+// HostStateDirEnv names StateDir's path on the node, which chaos agent
+// install sets in the DaemonSet: the helpers, in the node's mount
+// namespace, mount there.
+const HostStateDirEnv = "CHAOS_AGENT_HOST_STATE_DIR"
+
+// layerFault is a layer's application's Fault.
+const layerFault = "fs-layer"
+
+// layerDir is a layer's directory as journalled.
+type layerDir struct {
+	// Node is its path on the node; Local in the agent's container.
+	Node   string `json:"node"`
+	Local  string `json:"local"`
+	FsName string `json:"fsname"`
+}
+
+// layer makes and journals the directory of a layer of run req.Run, and
+// returns its application's id and its path on the node.
+func (s *Server) layer(req kubernetes.AgentRequest) (string, string, error) {
+	if req.Run == "" || req.FsName == "" {
+		return "", "", errors.New("fs-layer needs a run and the layer's fsname")
+	}
+	if s.cfg.HostStateDir == "" {
+		return "", "", fmt.Errorf("this agent does not know where its state directory is on the node ($%s, which chaos agent install sets): install it again", HostStateDirEnv)
+	}
+	rs, err := s.run(req.Run)
+	if err != nil {
+		return "", "", err
+	}
+	s.mu.Lock()
+	s.seq++
+	id := strconv.Itoa(s.seq) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	s.mu.Unlock()
+	l := &layerDir{Local: filepath.Join(rs.dir, "fs-"+id), Node: filepath.Join(s.cfg.HostStateDir, filepath.Base(rs.dir), "fs-"+id), FsName: req.FsName}
+	a := &application{ID: id, Fault: layerFault, Pod: "-", Layer: l, undo: s.unlayer(l)}
+	// Journalled before it exists, so that what a crash leaves is found.
+	s.mu.Lock()
+	rs.apps[id] = a
+	err = s.journal(rs)
+	s.mu.Unlock()
+	if err == nil {
+		err = os.Mkdir(l.Local, 0o755)
+	}
+	if err != nil {
+		s.mu.Lock()
+		delete(rs.apps, id)
+		_ = s.journal(rs)
+		s.mu.Unlock()
+		return "", "", err
+	}
+	return id, l.Node, nil
+}
+
+// unlayer unmounts a layer (its helper may be gone: the harness was
+// killed) and removes its directory with what the pods left in it.
+func (s *Server) unlayer(l *layerDir) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := s.cfg.Detach(ctx, l.Node, l.FsName); err != nil {
+			return err
+		}
+		return os.RemoveAll(l.Local)
+	}
+}
+
+// onNode is a command of this binary run in the node's mount namespace:
+// nsenter enters pid 1's, then runs the binary through this process's
+// root (/proc/<pid>/root), which is the container's image.
+func onNode(args ...string) (*exec.Cmd, error) {
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return nil, fmt.Errorf("nsenter is needed to enter the node's mount namespace: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	self := fmt.Sprintf("/proc/%d/root%s", os.Getpid(), exe)
+	return exec.Command(nsenter, append([]string{"--target", "1", "--mount", "--", self}, args...)...), nil
+}
+
+// DetachCommand is the hidden subcommand that unmounts a run's layers at
+// a directory (chaos agent fs-detach DIR FSNAME), run in the node's mount
+// namespace by DetachOnNode.
+const DetachCommand = "fs-detach"
+
+// DetachOnNode unmounts the layers named fsName at dir in the node's
+// mount namespace: Config.Detach of the DaemonSet's daemon.
+func DetachOnNode(ctx context.Context, dir, fsName string) error {
+	cmd, err := onNode("agent", DetachCommand, dir, fsName)
+	if err != nil {
+		return err
+	}
+	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("unmounting the layer over %s on the node: %v: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// ServeLayer is chaos agent fs-serve: it runs the layer's helper (args
+// are fsfault.ServeArgs') in the node's mount namespace, its standard
+// input and output this process's own, the exec's: when the harness is
+// gone the exec's input ends and the helper with it, leaving the mount to
+// the agent, which removes it when the run's lease ends. It refuses a
+// directory that is not a layer's of this agent's state directory.
+func ServeLayer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	host := os.Getenv(HostStateDirEnv)
+	if len(args) != 3 || args[0] != fsfault.ServeCommand {
+		fmt.Fprintf(stderr, "usage: chaos agent %s %s DIR OPTIONS\n", kubernetes.AgentFSServe, fsfault.ServeCommand)
+		return 2
+	}
+	if host == "" {
+		fmt.Fprintf(stderr, "$%s is not set (chaos agent install sets it): this agent serves no file-system layer\n", HostStateDirEnv)
+		return 2
+	}
+	if m, _ := filepath.Match(filepath.Join(host, "run-*", "fs-*"), filepath.Clean(args[1])); !m {
+		fmt.Fprintf(stderr, "%s is not a layer's directory of this agent (%s/run-*/fs-*)\n", args[1], host)
+		return 2
+	}
+	cmd, err := onNode(args...)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	return 0
+}

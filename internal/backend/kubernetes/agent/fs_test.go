@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes"
+	"github.com/chaos-harness/chaos/internal/backend/kubernetes/kubeapi/kubefake"
+	"github.com/chaos-harness/chaos/internal/fsfault"
+)
+
+// needFUSE skips (fails with CI=true) without root and /dev/fuse.
+func needFUSE(t *testing.T) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "mounting a file-system layer needs root"
+	} else if _, err := os.Stat("/dev/fuse"); err != nil {
+		why = "no /dev/fuse"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// mountedAt says whether this process's mountinfo has a layer at dir.
+func mountedAt(t *testing.T, dir string) bool {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir && strings.Contains(line, " - fuse."+fsfault.TypeName+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLayerJournalledAndReverted: fs-layer makes a directory for a run's
+// layer, journalled before it exists; a layer mounted there (as the
+// harness's helper mounts it) is unmounted and its directory removed by
+// a restarted agent when the run is reverted, as after the harness was
+// killed and its lease expired.
+func TestLayerJournalledAndReverted(t *testing.T) {
+	needFUSE(t)
+	cs := kubefake.Client{CS: fake.NewClientset()}
+	dir := t.TempDir()
+	// One mount namespace here: the node's path is the container's.
+	cfg := Config{Node: "n1", Namespace: "chaos-system", Client: cs, StateDir: dir, HostStateDir: dir}
+	s1, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsName := fsfault.FsName("r1")
+	rep := s1.Handle(context.Background(), kubernetes.AgentRequest{Op: kubernetes.AgentFSLayer, Run: "r1", FsName: fsName})
+	if rep.Error != "" || rep.ID == "" {
+		t.Fatalf("fs-layer: %+v", rep)
+	}
+	if want := filepath.Join(dir, "run-"+tagOf("r1"), "fs-"+rep.ID); rep.Dir != want {
+		t.Fatalf("fs-layer's directory %s, want %s", rep.Dir, want)
+	}
+	journal, err := os.ReadFile(filepath.Join(dir, "run-"+tagOf("r1"), journalFile))
+	if err != nil || !bytes.Contains(journal, []byte(rep.Dir)) || !bytes.Contains(journal, []byte(fsName)) {
+		t.Fatalf("the run's journal does not name the layer: %s %v", journal, err)
+	}
+	l, err := fsfault.Mount(rep.Dir, fsfault.Options{FsName: fsName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = fsfault.Detach(rep.Dir, fsName) })
+	if err := os.WriteFile(filepath.Join(rep.Dir, "data"), []byte("x"), 0o644); err != nil {
+		t.Fatalf("writing under the layer: %v", err)
+	}
+	if !mountedAt(t, rep.Dir) {
+		t.Fatal("the layer is not mounted")
+	}
+	_ = l // its server lives on in this process, as a helper would
+
+	s2, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := s2.held(); h["r1"] != 1 {
+		t.Fatalf("the restarted agent holds %v, want r1's layer", h)
+	}
+	done, err := s2.revertRun(context.Background(), "r1", false)
+	if err != nil || len(done) != 1 || !strings.Contains(done[0], "reverted the file-system layer over "+rep.Dir+" of run r1") {
+		t.Fatalf("revert-run: %v, %v", done, err)
+	}
+	if mountedAt(t, rep.Dir) {
+		t.Error("the layer is still mounted after the revert")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run-"+tagOf("r1"))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run r1's directory (the layer's, the journal) still there: %v", err)
+	}
+}
+
+// TestLayerRefusals: an agent that does not know its node path serves no
+// layer; fs-serve runs nothing over a directory that is not a layer's of
+// the agent, or without its arguments.
+func TestLayerRefusals(t *testing.T) {
+	cs := kubefake.Client{CS: fake.NewClientset()}
+	s, err := New(Config{Node: "n1", Namespace: "chaos-system", Client: cs, StateDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := s.Handle(context.Background(), kubernetes.AgentRequest{Op: kubernetes.AgentFSLayer, Run: "r1", FsName: "chaos-r1"})
+	if !strings.Contains(rep.Error, HostStateDirEnv) || rep.ID != "" {
+		t.Errorf("fs-layer without the node's path: %+v", rep)
+	}
+	t.Setenv(HostStateDirEnv, "/var/lib/chaos-agent/ns")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{fsfault.ServeCommand, "/etc", "{}"}, "is not a layer's directory of this agent"},
+		{[]string{fsfault.ServeCommand, "/var/lib/chaos-agent/ns/run-x/fs-1/../../../../../etc", "{}"}, "is not a layer's directory"},
+		{[]string{"/var/lib/chaos-agent/ns/run-x/fs-1"}, "usage"},
+	} {
+		var errb bytes.Buffer
+		if code := ServeLayer(tc.args, strings.NewReader(""), &bytes.Buffer{}, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("fs-serve %v: exit %d, %q; want 2 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
