@@ -73,6 +73,8 @@ type Backend struct {
 	net *netEnv
 	// agents is the run's lease with the node agents (agent.go).
 	agents agentState
+	// fs are the run's file-system layers on pods (fs.go).
+	fs fsState
 
 	// dropUpdate, for tests, loses the pod updates it returns true for,
 	// as if the watch had never delivered them.

@@ -236,7 +236,7 @@ func (b *Backend) podSpec(name, cm, image string, spec backend.InstanceSpec) *co
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
 	})
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Annotations: b.owner,
 			Labels: b.labels(map[string]string{LabelWorkload: labelValue(spec.Workload), LabelInstance: labelValue(spec.Name), LabelRole: RoleInstance}),
@@ -258,6 +258,8 @@ func (b *Backend) podSpec(name, cm, image string, spec backend.InstanceSpec) *co
 			},
 		},
 	}
+	b.pinLayers(pod, spec.Workload)
+	return pod
 }
 
 // instance is one pod. Its state is decided from the whole pod each time

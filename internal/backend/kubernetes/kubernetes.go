@@ -75,10 +75,12 @@ func init() {
 		Targets:   []backend.Kind{backend.Pod},
 		Roles:     []backend.Kind{backend.Container, backend.Pod},
 		Support:   support,
-		Check:     check,
-		Open:      open,
-		Cleanup:   cleanup,
-		Adapters:  map[string][]byte{"kubernetes.yaml": builtinAdapter},
+		// On the run's pods, served by their node's agent (fs.go).
+		FSLayer:  true,
+		Check:    check,
+		Open:     open,
+		Cleanup:  cleanup,
+		Adapters: map[string][]byte{"kubernetes.yaml": builtinAdapter},
 		// A pod runs on the cluster's nodes; the harness holds one watch
 		// per informer over shared connections, and at most maxStreams
 		// exec and log streams with a file each.
@@ -95,6 +97,9 @@ func support(a *adapter.Adapter, on backend.On, k backend.Kind, fault string) st
 		return err.Error()
 	}
 	never := o.restartPolicy == "Never"
+	if experiment.IsFSFault(fault) {
+		return fsSupport(a, on)
+	}
 	if o.noExec && (on == backend.OnInstances || k == backend.Container) && fault != experiment.FaultKill {
 		return "options.exec is false: a pod's containers cannot be reached, so only kill (the pod's deletion) acts on an instance"
 	}
