@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/backend/kubernetes"
@@ -91,6 +92,7 @@ func (s *Server) layer(req kubernetes.AgentRequest) (string, string, error) {
 // killed) and removes its directory with what the pods left in it.
 func (s *Server) unlayer(l *layerDir) func(context.Context) error {
 	return func(ctx context.Context) error {
+		stopHelpers(l.Node)
 		if err := s.cfg.Detach(ctx, l.Node, l.FsName); err != nil {
 			return err
 		}
@@ -169,4 +171,26 @@ func ServeLayer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	return 0
+}
+
+// stopHelpers kills the helpers still serving a layer over dir (the
+// node's processes: the pod has hostPID). A helper exits by itself when
+// the harness's exec ends; this is for one the end of its input never
+// reached, which would otherwise wait for it forever.
+func stopHelpers(dir string) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
+		if len(args) >= 3 && args[1] == fsfault.ServeCommand && args[2] == dir {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }

@@ -76,7 +76,9 @@ func TestLayerJournalledAndReverted(t *testing.T) {
 	if err != nil || !bytes.Contains(journal, []byte(rep.Dir)) || !bytes.Contains(journal, []byte(fsName)) {
 		t.Fatalf("the run's journal does not name the layer: %s %v", journal, err)
 	}
-	l, err := fsfault.Mount(rep.Dir, fsfault.Options{FsName: fsName})
+	// A helper whose input never ends, as when the end of a killed
+	// harness's exec did not reach it: the revert must stop it.
+	l, err := fsfault.MountRemote(os.Args[0], rep.Dir, fsfault.Options{FsName: fsName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +89,6 @@ func TestLayerJournalledAndReverted(t *testing.T) {
 	if !mountedAt(t, rep.Dir) {
 		t.Fatal("the layer is not mounted")
 	}
-	_ = l // its server lives on in this process, as a helper would
 
 	s2, err := New(cfg)
 	if err != nil {
@@ -106,6 +107,18 @@ func TestLayerJournalledAndReverted(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "run-"+tagOf("r1"))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("run r1's directory (the layer's, the journal) still there: %v", err)
 	}
+	if _, err := l.Hold(&fsfault.Rule{Kind: fsfault.KindLatency}); err == nil || !strings.Contains(err.Error(), "has exited") {
+		t.Errorf("the layer's helper still answers after the revert: %v", err)
+	}
+}
+
+// TestMain makes the test binary a layer's helper too, as the chaos
+// binary is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == fsfault.ServeCommand {
+		os.Exit(fsfault.ServeMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
 }
 
 // TestLayerRefusals: an agent that does not know its node path serves no
