@@ -121,7 +121,7 @@ func fsAdapter(t *testing.T, cs kubernetes.Interface, node string) (adapterFile,
 }
 
 // TestFSErrorOnAPod: an fs-error (EIO on writes) on a pod's /data, served
-// by its node's agent: the pod's own appends fail with "I/O error" while
+// by its node's agent: the pod's own appends fail with "Input/output error" while
 // the fault holds, and only then; the run's system/fs-faults.jsonl has
 // one injection for each failure the pod saw; the layer was mounted on
 // the node at the directory fs.layer.mounted names, and after the run no
@@ -157,7 +157,7 @@ func TestFSErrorOnAPod(t *testing.T) {
 		t.Fatalf("the pod saw %d failed appends during a 3 s EIO fault at 10 a second", len(fails))
 	}
 	for _, e := range errs {
-		if !strings.Contains(e, "I/O error") {
+		if !strings.Contains(e, "Input/output error") {
 			t.Errorf("the pod's append failed with %q, not EIO", e)
 		}
 	}

@@ -27,9 +27,10 @@ import (
 // before the pods start, so each pod's bind of the directory holds it.
 //
 // The helper must mount in the node's mount namespace, or the kubelet
-// and the pods would never see the layer. It enters pid 1's (the pod has
-// hostPID) with nsenter before it starts: Go cannot enter a mount
-// namespace once it runs threads. The other way, a hostPath with
+// and the pods would never see the layer. It enters the one of the
+// agent container's shim (the pod has hostPID; nodeMountPid) with nsenter
+// before it starts: Go cannot enter a mount namespace once it runs
+// threads. The other way, a hostPath with
 // Bidirectional propagation, needs the node's directory to be a shared
 // mount, which it is not everywhere (a private /, as on the project's
 // test machine), and would propagate every mount the agent's container
@@ -101,8 +102,8 @@ func (s *Server) unlayer(l *layerDir) func(context.Context) error {
 }
 
 // onNode is a command of this binary run in the node's mount namespace:
-// nsenter enters pid 1's, then runs the binary through this process's
-// root (/proc/<pid>/root), which is the container's image.
+// nsenter enters it (nodeMountPid's), then runs the binary through this
+// process's root (/proc/<pid>/root), which is the container's image.
 func onNode(args ...string) (*exec.Cmd, error) {
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
@@ -112,8 +113,46 @@ func onNode(args ...string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
+	pid, err := nodeMountPid(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
 	self := fmt.Sprintf("/proc/%d/root%s", os.Getpid(), exe)
-	return exec.Command(nsenter, append([]string{"--target", "1", "--mount", "--", self}, args...)...), nil
+	return exec.Command(nsenter, append([]string{"--target", strconv.Itoa(pid), "--mount", "--", self}, args...)...), nil
+}
+
+// nodeMountPid is a process in the mount namespace the node's container
+// runtime makes the pods' hostPath binds in: the first ancestor of pid
+// (the pod has hostPID) in another mount namespace than pid's, the
+// container's shim, which the runtime started in its own. Not pid 1: the
+// runtime's namespace is what counts, and pid 1's may not be open to the
+// agent (the project's test machine's pid 1 holds a capability the
+// agent's bounding set lacks, so opening its namespaces is refused).
+func nodeMountPid(pid int) (int, error) {
+	own, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		return 0, err
+	}
+	for p := pid; p > 1; {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+		if err != nil {
+			return 0, err
+		}
+		// The parent is the second field after the command's ")".
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		if len(f) < 2 {
+			return 0, fmt.Errorf("/proc/%d/stat: %q", p, data)
+		}
+		parent, err := strconv.Atoi(f[1])
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %q", p, data)
+		}
+		p = parent
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p)); err == nil && ns != own {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("no ancestor of process %d is outside its mount namespace: the agent's pod needs hostPID", pid)
 }
 
 // DetachCommand is the hidden subcommand that unmounts a run's layers at

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -147,5 +151,36 @@ func TestLayerRefusals(t *testing.T) {
 		if code := ServeLayer(tc.args, strings.NewReader(""), &bytes.Buffer{}, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
 			t.Errorf("fs-serve %v: exit %d, %q; want 2 and %q", tc.args, code, errb.String(), tc.want)
 		}
+	}
+}
+
+// TestNodeMountPid: the node's mount namespace is that of the first
+// ancestor outside the process's own: for a process unshare put in a
+// mount namespace of its own, this test; for this test, none.
+func TestNodeMountPid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("unshare --mount needs root")
+	}
+	cmd := exec.Command("unshare", "--mount", "--fork", "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	// unshare forks sleep in the new namespace: wait for it.
+	var child int
+	for deadline := time.Now().Add(5 * time.Second); child == 0; {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		child, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		if time.Now().After(deadline) {
+			t.Fatal("unshare forked nothing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, err := nodeMountPid(child)
+	if err != nil || got != os.Getpid() {
+		t.Errorf("nodeMountPid(the unshared sleep) = %d, %v; want this test, %d (unshare, its parent, is in the new namespace too)", got, err, os.Getpid())
+	}
+	if _, err := nodeMountPid(os.Getpid()); err == nil || !strings.Contains(err.Error(), "hostPID") {
+		t.Errorf("nodeMountPid(this test): %v, want no ancestor outside", err)
 	}
 }
