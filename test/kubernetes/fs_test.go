@@ -214,8 +214,10 @@ func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) {
 	timelineEvent(t, dir, "fs.applied", map[string]string{"operation": "eio"}, time.Minute, nil)
 	notes := fmt.Sprintf("/proc/%d/root/chaos/output/writes", pid)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if _, fails, _ := writes(t, notes); len(fails) >= 5 {
-			break
+		if _, err := os.Stat(notes); err == nil {
+			if _, fails, _ := writes(t, notes); len(fails) >= 5 {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the pod saw no failed append within 10 s of the fault")
@@ -225,10 +227,25 @@ func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) {
 	if m := layerMounts(t, fsName, nodeDir); len(m) != 1 {
 		t.Fatalf("the node's mounts of the layer before the kill: %q", m)
 	}
+	if helpers(t, nodeDir) != 1 {
+		t.Fatalf("%d helpers serve the layer over %s before the kill, want 1", helpers(t, nodeDir), nodeDir)
+	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	killed = true
 	at := time.Now()
+	// The exec that carried the helper's input ends with the harness, and
+	// the helper with it, long before the lease expires.
+	for helpers(t, nodeDir) > 0 {
+		if time.Since(at) > 15*time.Second {
+			t.Fatal("the layer's helper still runs 15 s after the harness was SIGKILLed: the end of its exec did not reach it")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the layer's helper exited %.1fs after the harness was SIGKILLed", time.Since(at).Seconds())
+	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-m", "sh", "-c", "echo x >> /data/log.dat").CombinedOutput(); err == nil || !strings.Contains(string(out), "not connected") {
+		t.Errorf("an append in the pod once the layer's server is gone: %v %q, want ENOTCONN", err, out)
+	}
 	for len(layerMounts(t, fsName, nodeDir)) > 0 {
 		if time.Since(at) > 75*time.Second {
 			t.Fatalf("the layer is still mounted on the node 75 s after the harness was SIGKILLed: %q", layerMounts(t, fsName, nodeDir))
@@ -259,6 +276,27 @@ func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) {
 	if m := layerMounts(t, fsName, ""); len(m) != 0 {
 		t.Errorf("mounts of the run left on the node: %q", m)
 	}
+}
+
+// helpers counts the node's processes serving a layer over dir.
+func helpers(t *testing.T, dir string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(data), "\x00")
+		if len(args) > 2 && args[1] == "__fs-layer" && args[2] == dir {
+			n++
+		}
+	}
+	return n
 }
 
 func first(s []int) int {
