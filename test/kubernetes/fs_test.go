@@ -3,6 +3,7 @@ package kubernetes_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -128,7 +130,26 @@ func fsAdapter(t *testing.T, cs kubernetes.Interface, node string) (adapterFile,
 // mount of the run is left on the node and the directory is gone.
 func TestFSErrorOnAPod(t *testing.T) {
 	cs := cluster(t)
-	node := nodes(t, cs)[0]
+	fsErrorOnNode(t, cs, nodes(t, cs)[0])
+}
+
+// TestFSErrorOnAPodOfAnotherNode: the same on the second node (tainted:
+// the adapter's node-selector and toleration place the pod there), whose
+// agent serves the layer: the node chosen for the layer is one the run's
+// pods may use.
+func TestFSErrorOnAPodOfAnotherNode(t *testing.T) {
+	cs := cluster(t)
+	ns := nodes(t, cs)
+	if len(ns) < 2 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the cluster has one node (%v): CI runs a two-node cluster", ns)
+		}
+		t.Skipf("the cluster has one node (%v)", ns)
+	}
+	fsErrorOnNode(t, cs, ns[1])
+}
+
+func fsErrorOnNode(t *testing.T, cs kubernetes.Interface, node string) {
 	adapterFile, _ := fsAdapter(t, cs, node)
 	runs := t.TempDir()
 	id := "fs-eio-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
@@ -145,6 +166,11 @@ func TestFSErrorOnAPod(t *testing.T) {
 	applied := timelineEvent(t, dir, "agent.applied", map[string]string{"uses": "fs-layer"}, time.Minute, done)
 	if a, _ := applied["agent"].(string); !strings.HasSuffix(a, "@"+node) {
 		t.Errorf("agent.applied names agent %q, want one on node %s", a, node)
+	}
+	runningPod(t, cs, id, "disk-0")
+	p, err := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: "chaos.experiment=" + id + ",chaos.instance=disk-0"})
+	if err != nil || len(p.Items) != 1 || p.Items[0].Spec.NodeName != node {
+		t.Errorf("the pod is not on node %s: %v %v", node, p, err)
 	}
 	r := <-done
 	if r.code != 0 {
