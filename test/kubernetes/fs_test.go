@@ -209,7 +209,14 @@ func fsErrorOnNode(t *testing.T, cs kubernetes.Interface, node string) {
 // the helper with it, and once the run's lease expires the agent unmounts
 // the layer and removes its directory; chaos cleanup RUN then finds the
 // lease only.
-func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) {
+func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) { fsAfterSIGKILL(t, false) }
+
+// TestFSLayerCleanedUpAfterHarnessSIGKILL: the same, but chaos cleanup RUN
+// right after the kill has the agent unmount the layer and remove its
+// directory at once, before the lease expires.
+func TestFSLayerCleanedUpAfterHarnessSIGKILL(t *testing.T) { fsAfterSIGKILL(t, true) }
+
+func fsAfterSIGKILL(t *testing.T, cleanupNow bool) {
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	adapterFile, agentNS := fsAdapter(t, cs, node)
@@ -271,6 +278,27 @@ func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) {
 	t.Logf("the layer's helper exited %.1fs after the harness was SIGKILLed", time.Since(at).Seconds())
 	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-m", "sh", "-c", "echo x >> /data/log.dat").CombinedOutput(); err == nil || !strings.Contains(string(out), "not connected") {
 		t.Errorf("an append in the pod once the layer's server is gone: %v %q, want ENOTCONN", err, out)
+	}
+	if cleanupNow {
+		r := chaos(t, runs, "cleanup", "--backend", "kubernetes", runID)
+		if r.code != 0 {
+			t.Fatalf("chaos cleanup: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		took := time.Since(at)
+		t.Logf("chaos cleanup %.1fs after the kill:\n%s", took.Seconds(), r.stdout)
+		if !strings.Contains(r.stdout, "reverted the file-system layer over "+nodeDir) || !strings.Contains(r.stdout, "lease "+agentNS+"/chaos-run-") {
+			t.Errorf("chaos cleanup RUN should have the agent revert the layer over %s and delete the lease:\n%s", nodeDir, r.stdout)
+		}
+		if m := layerMounts(t, fsName, nodeDir); len(m) != 0 {
+			t.Errorf("the layer is still mounted after chaos cleanup: %q", m)
+		}
+		if _, err := os.Stat(nodeDir); !os.IsNotExist(err) {
+			t.Errorf("the layer's directory %s is still on the node after chaos cleanup: %v", nodeDir, err)
+		}
+		if took > 20*time.Second {
+			t.Errorf("chaos cleanup ended %v after the kill: the lease may have expired meanwhile, so this proves nothing of cleanup", took)
+		}
+		return
 	}
 	for len(layerMounts(t, fsName, nodeDir)) > 0 {
 		if time.Since(at) > 75*time.Second {
