@@ -24,8 +24,8 @@ func newAgentCmd(s *streams) *cobra.Command {
 		Long: `The node agent is this binary run by a privileged DaemonSet on every node of
 a cluster: it applies the node-level faults (freeze, latency, loss,
 bandwidth, reset, blackhole, the resource and clock faults) to the pods of
-its node for the runs that ask, and reverts what a run applied when the
-run's lease expires. The harness asks it through the API server, by exec
+its node for the runs that ask, serves the file-system faults' layers
+there, and reverts what a run applied when the run's lease expires. The harness asks it through the API server, by exec
 into the agent's pod (chaos agent call), so the cluster's RBAC decides who
 may. docs/kubernetes.md has the details.
 
