@@ -206,7 +206,8 @@ func fsErrorOnNode(t *testing.T, cs kubernetes.Interface, node string) {
 
 // TestFSLayerRevertedAfterHarnessSIGKILL: a harness SIGKILLed while an
 // fs-error holds on a pod: the exec that carried the layer's helper ends,
-// the helper with it, and once the run's lease expires the agent unmounts
+// the helper with it (programs under the layer then get an error, not a
+// hang), and once the run's lease expires the agent unmounts
 // the layer and removes its directory; chaos cleanup RUN then finds the
 // lease only.
 func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) { fsAfterSIGKILL(t, false) }
@@ -276,8 +277,10 @@ func fsAfterSIGKILL(t *testing.T, cleanupNow bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("the layer's helper exited %.1fs after the harness was SIGKILLed", time.Since(at).Seconds())
-	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-m", "sh", "-c", "echo x >> /data/log.dat").CombinedOutput(); err == nil || !strings.Contains(string(out), "not connected") {
-		t.Errorf("an append in the pod once the layer's server is gone: %v %q, want ENOTCONN", err, out)
+	if out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-m", "sh", "-c", "echo x >> /data/log.dat").CombinedOutput(); err == nil || !(strings.Contains(string(out), "not connected") || strings.Contains(string(out), "connection abort")) {
+		// The kernel says ENOTCONN or ECONNABORTED for a connection whose
+		// server is gone, depending on how far its abort got.
+		t.Errorf("an append in the pod once the layer's server is gone: %v %q, want ENOTCONN or ECONNABORTED", err, out)
 	}
 	if cleanupNow {
 		r := chaos(t, runs, "cleanup", "--backend", "kubernetes", runID)
