@@ -268,14 +268,7 @@ func TestFreezeThroughTheAgent(t *testing.T) {
 // cluster's second kubelet); with CI set, one node is a failure.
 func TestAgentOnAnotherNode(t *testing.T) {
 	cs := cluster(t)
-	ns := nodes(t, cs)
-	if len(ns) < 2 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the cluster has one node (%v): CI runs a two-node cluster", ns)
-		}
-		t.Skipf("the cluster has one node (%v)", ns)
-	}
-	freezeThroughAgent(t, cs, ns[1])
+	freezeThroughAgent(t, cs, secondNode(t, cs))
 }
 
 // TestLatencyThroughTheAgent: a 100 ms latency on a pod applied by the
@@ -616,4 +609,19 @@ flow:
 	if applied != 2 || !edges["on"] || !edges["off"] {
 		t.Fatalf("agent.applied for the partition: %d (want 2, one a member); network.partition edges: %v (want on and off)", applied, edges)
 	}
+}
+
+// secondNode is the name of the cluster's second node. It needs a cluster
+// of two nodes (the test cluster's second kubelet); with CI set, one node
+// is a failure.
+func secondNode(t *testing.T, cs kubernetes.Interface) string {
+	t.Helper()
+	ns := nodes(t, cs)
+	if len(ns) < 2 {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("the cluster has one node (%v): CI runs a two-node cluster", ns)
+		}
+		t.Skipf("the cluster has one node (%v)", ns)
+	}
+	return ns[1]
 }

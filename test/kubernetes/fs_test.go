@@ -139,14 +139,7 @@ func TestFSErrorOnAPod(t *testing.T) {
 // pods may use.
 func TestFSErrorOnAPodOfAnotherNode(t *testing.T) {
 	cs := cluster(t)
-	ns := nodes(t, cs)
-	if len(ns) < 2 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("the cluster has one node (%v): CI runs a two-node cluster", ns)
-		}
-		t.Skipf("the cluster has one node (%v)", ns)
-	}
-	fsErrorOnNode(t, cs, ns[1])
+	fsErrorOnNode(t, cs, secondNode(t, cs))
 }
 
 func fsErrorOnNode(t *testing.T, cs kubernetes.Interface, node string) {
