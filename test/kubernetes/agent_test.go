@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -337,31 +338,13 @@ func TestAgentRevertsAfterHarnessSIGKILL(t *testing.T) {
 	runs := t.TempDir()
 	id := "agent-sigkill-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
 	x := write(t, "x.yaml", fmt.Sprintf(tickerExperiment, id, "90s"))
-	cmd := exec.Command(chaosBin, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x)
-	cmd.Env = env(runs)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
-	dir := runDir(t, runs, id)
-	runID := filepath.Base(dir)
-	t.Cleanup(func() { chaos(t, runs, "cleanup", "--backend", "kubernetes", runID) })
+	dir, runID, sigkill := startRun(t, runs, agentAdapter(t, agentNS, node), x, id)
 	_, pid := runningPod(t, cs, id, "tick-0")
 	timelineEvent(t, dir, "agent.applied", map[string]string{"operation": "ice"}, time.Minute, nil)
 	if !frozen(t, pid) {
 		t.Fatal("the ticker kept counting during the freeze")
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	killed = true
+	sigkill()
 	at := time.Now()
 	if !frozen(t, pid) {
 		t.Fatal("the ticker counted again at once after the harness was killed: the freeze was not held")
@@ -624,4 +607,29 @@ func secondNode(t *testing.T, cs kubernetes.Interface) string {
 		t.Skipf("the cluster has one node (%v)", ns)
 	}
 	return ns[1]
+}
+
+// startRun starts chaos run of experiment x (id) with adapter in the
+// background and waits for its run directory. sigkill kills the harness
+// and waits for it; a harness not killed is at the test's end, and chaos
+// cleanup then removes what the run left.
+func startRun(t *testing.T, runs, adapter, x, id string) (dir, runID string, sigkill func()) {
+	t.Helper()
+	cmd := exec.Command(chaosBin, "run", "--plain", "--adapter", adapter, x)
+	cmd.Env = env(runs)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	sigkill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(sigkill)
+	dir = runDir(t, runs, id)
+	runID = filepath.Base(dir)
+	t.Cleanup(func() { sigkill(); chaos(t, runs, "cleanup", "--backend", "kubernetes", runID) })
+	return dir, runID, sigkill
 }

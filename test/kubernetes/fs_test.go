@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -217,23 +216,7 @@ func fsAfterSIGKILL(t *testing.T, cleanupNow bool) {
 	runs := t.TempDir()
 	id := "fs-sigkill-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
 	x := write(t, "x.yaml", fmt.Sprintf(writerExperiment, id, "120s"))
-	cmd := exec.Command(chaosBin, "run", "--plain", "--adapter", adapterFile, x)
-	cmd.Env = env(runs)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	killed := false
-	defer func() {
-		if !killed {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}()
-	dir := runDir(t, runs, id)
-	runID := filepath.Base(dir)
-	t.Cleanup(func() { chaos(t, runs, "cleanup", "--backend", "kubernetes", runID) })
+	dir, runID, sigkill := startRun(t, runs, adapterFile, x, id)
 	mounted := timelineEvent(t, dir, "fs.layer.mounted", map[string]string{"path": "/data"}, time.Minute, nil)
 	nodeDir, _ := mounted["node_dir"].(string)
 	fsName, _ := mounted["fsname"].(string)
@@ -257,9 +240,7 @@ func fsAfterSIGKILL(t *testing.T, cleanupNow bool) {
 	if helpers(t, nodeDir) != 1 {
 		t.Fatalf("%d helpers serve the layer over %s before the kill, want 1", helpers(t, nodeDir), nodeDir)
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	killed = true
+	sigkill()
 	at := time.Now()
 	// The exec that carried the helper's input ends with the harness, and
 	// the helper with it, long before the lease expires.
