@@ -78,11 +78,14 @@ func objects(ns, image, apiServer string) []object {
 						Env: []corev1.EnvVar{fieldEnv("NODE_NAME", "spec.nodeName"), fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 							// The state volume's path on the node, where the
 							// file-system layers are mounted (fs.go).
-							{Name: HostStateDirEnv, Value: hostState}},
+							{Name: HostStateDirEnv, Value: hostState + "/$(NODE_NAME)"}},
 						SecurityContext: &corev1.SecurityContext{Privileged: &yes},
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: "cgroup", MountPath: HostCgroup},
-							{Name: "state", MountPath: DefaultStateDir},
+							// A directory per node: nodes that share a host
+							// path (the test cluster's, all on one machine)
+							// never take over each other's journals.
+							{Name: "state", MountPath: DefaultStateDir, SubPathExpr: "$(NODE_NAME)"},
 							{Name: "xtables-lock", MountPath: "/run/xtables.lock"},
 						},
 					}},
