@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // procStat is the part of /proc/PID/stat the harness needs. Everything here
@@ -25,7 +26,21 @@ type procStat struct {
 	// start is the start time in clock ticks after boot (field 22). Together
 	// with pid it identifies a process across pid reuse.
 	start uint64
+	// flags is the kernel's PF_* word (field 9).
+	flags uint64
+	// envEnd is where the environment ends in the process's memory (field
+	// 51, kernels 3.5 and later; 0 when not shown): 0 while an exec has
+	// replaced the memory but not yet laid out the new environment.
+	envEnd uint64
 }
+
+// pfKthread is the PF_KTHREAD bit of the stat flags: a kernel thread, which
+// has no environment.
+const pfKthread = 0x00200000
+
+// pfExiting is the PF_EXITING bit: the process is exiting and has let go of
+// its memory, environment included.
+const pfExiting = 0x00000004
 
 func statPath(pid int) string    { return "/proc/" + strconv.Itoa(pid) + "/stat" }
 func environPath(pid int) string { return "/proc/" + strconv.Itoa(pid) + "/environ" }
@@ -66,6 +81,10 @@ func parseStat(pid int, b []byte) (procStat, error) {
 	}
 	if st.start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
 		return procStat{}, fmt.Errorf("proc: stat starttime for pid %d: %w", pid, err)
+	}
+	st.flags, _ = strconv.ParseUint(f[6], 10, 64)
+	if len(f) > 48 {
+		st.envEnd, _ = strconv.ParseUint(f[48], 10, 64)
 	}
 	return st, nil
 }
@@ -163,6 +182,9 @@ func hasEnvEntry(pid int, entry string) (bool, error) {
 // so for such a zombie leader it is read through a live thread instead.
 func readEnviron(pid int) ([]byte, error) {
 	b, err := os.ReadFile(environPath(pid))
+	if len(b) == 0 && err == nil {
+		b, err = environAfterExec(pid)
+	}
 	if len(b) > 0 || (err != nil && !isGone(err)) {
 		return b, err
 	}
@@ -172,6 +194,31 @@ func readEnviron(pid int) ([]byte, error) {
 		}
 	}
 	return b, err
+}
+
+// midExecWait bounds how long readEnviron waits for an exec to lay out
+// the new environment; it takes microseconds, milliseconds under load.
+const midExecWait = 2 * time.Second
+
+// midExec reports whether pid is a live user process whose memory has no
+// environment yet: exec replaces the memory, renames the process, and only
+// then copies the new environment in. Read in that window (measured: 40% of
+// reads made as soon as the new name shows), a process of the instance
+// would look unmarked and be spared by Kill.
+func midExec(pid int) bool {
+	st, err := readStat(pid)
+	return err == nil && st.envEnd == 0 && st.flags&(pfKthread|pfExiting) == 0 && st.state != 'Z' && st.state != 'X'
+}
+
+// environAfterExec reads pid's environ again once no exec is midway (the
+// one in progress at the first read may have ended before midExec looked),
+// or once midExecWait has passed.
+func environAfterExec(pid int) ([]byte, error) {
+	deadline := time.Now().Add(midExecWait)
+	for pause := 50 * time.Microsecond; midExec(pid) && time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
+		time.Sleep(pause)
+	}
+	return os.ReadFile(environPath(pid))
 }
 
 func envContains(environ []byte, entry string) bool {
