@@ -298,6 +298,71 @@ func isLive(st procStat) bool {
 	return true
 }
 
+// Dying reports whether pid, though /proc still lists it, is on its way
+// out: it is gone or a zombie already, it is exiting with no thread living
+// on, or a signal that ends it is pending (the kernel marks every thread of
+// a group sent a fatal signal with SIGKILL as it sends it, before the group
+// has run to act on it). A script that kills its child and exits at once
+// leaves that child listed for a moment (half of 300 tries here): dying,
+// not left behind.
+func Dying(pid int) bool {
+	st, err := readStat(pid)
+	if err != nil {
+		return isGone(err)
+	}
+	if !isLive(st) || (st.flags&pfExiting != 0 && liveThread(pid) == 0) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return isGone(err)
+	}
+	return fatalPending(b)
+}
+
+// fatalPending reports, from /proc/PID/status, whether a signal pending for
+// the process (for its leader thread or its whole group) ends it: SIGKILL,
+// or one whose default action ends a process, neither blocked, ignored nor
+// caught.
+func fatalPending(status []byte) bool {
+	var pnd, shd, blk, ign, cgt uint64
+	for line := range strings.Lines(string(status)) {
+		name, val, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		var dst *uint64
+		switch name {
+		case "SigPnd":
+			dst = &pnd
+		case "ShdPnd":
+			dst = &shd
+		case "SigBlk":
+			dst = &blk
+		case "SigIgn":
+			dst = &ign
+		case "SigCgt":
+			dst = &cgt
+		default:
+			continue
+		}
+		*dst, _ = strconv.ParseUint(strings.TrimSpace(val), 16, 64)
+	}
+	pending := pnd | shd
+	if pending&sigBit(syscall.SIGKILL) != 0 {
+		return true
+	}
+	return pending&^(blk|ign|cgt)&terminating != 0
+}
+
+func sigBit(sig syscall.Signal) uint64 { return 1 << (uint(sig) - 1) }
+
+// terminating is the set of signals whose default action ends the process
+// (signal(7)): all but those that stop, continue, or are ignored by default.
+var terminating = ^(sigBit(syscall.SIGCHLD) | sigBit(syscall.SIGCONT) | sigBit(syscall.SIGSTOP) |
+	sigBit(syscall.SIGTSTP) | sigBit(syscall.SIGTTIN) | sigBit(syscall.SIGTTOU) |
+	sigBit(syscall.SIGURG) | sigBit(syscall.SIGWINCH))
+
 // liveThread returns a thread of pid other than the leader that has not
 // exited, or 0. Threads other than the leader never linger as zombies, so
 // any of them listed in /proc/PID/task and not in state Z or X runs.

@@ -60,7 +60,7 @@ func (b *Backend) captureTargets(ctx context.Context) {
 }
 
 // captureProcesses writes system/leaked-processes.txt (processes of the
-// run still alive after cleanup: in cgroup mode everything in the run's
+// run still alive, not dying, after cleanup: in cgroup mode everything in the run's
 // cgroup tree, whatever it did to its session or environment, then, in
 // either mode, every process carrying the run's marker; and what of an
 // ended instance was still running when it was deleted) and
@@ -92,7 +92,7 @@ func (b *Backend) captureProcesses() {
 	var frozen []string
 	seen := map[int]bool{}
 	for _, l := range left {
-		if keep[l.Pid] || l.Pid == os.Getpid() {
+		if keep[l.Pid] || l.Pid == os.Getpid() || proc.Dying(l.Pid) {
 			continue
 		}
 		seen[l.Pid] = true

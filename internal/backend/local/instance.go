@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -295,12 +296,15 @@ func (in *instance) Delete(ctx context.Context) error {
 		}
 	}
 	// What outlived the script: in its cgroup whatever it did, else in its
-	// group or carrying its marker. After a kill it is dying, not left.
+	// group or carrying its marker. After a kill it is dying, not left, and
+	// so is what the script itself killed just before it ended.
 	in.mu.Lock()
 	killed := in.killed
 	in.mu.Unlock()
-	if left, err := p.Members(); err == nil && len(left) > 0 && in.leaked != nil && !killed {
-		in.leaked(in.spec.Name, left)
+	if left, err := p.Members(); err == nil && in.leaked != nil && !killed {
+		if left = slices.DeleteFunc(left, proc.Dying); len(left) > 0 {
+			in.leaked(in.spec.Name, left)
+		}
 	}
 	if err := p.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return err
