@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -189,7 +188,7 @@ func pidsCgroupLimits() []limit {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			key = "cgroup2"
-		case slices.Contains(strings.Split(parts[1], ","), "pids"):
+		case mountinfo.HasOption(parts[1], "pids"):
 			key = "pids"
 		default:
 			continue

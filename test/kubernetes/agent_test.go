@@ -518,15 +518,14 @@ func TestRestartedAgentReverts(t *testing.T) {
 }
 
 // TestPartitionThroughTheAgents: a partition between two pods of the
-// last node (the second one on the test cluster), each member's rule
+// second node, each member's rule
 // applied by that node's agent (agent.applied, uses partition, twice),
 // both at once (network.partition on each edge). The client pod's own
 // log shows its peer unreachable while the partition holds and reachable
 // again after, which its check says.
 func TestPartitionThroughTheAgents(t *testing.T) {
 	cs := cluster(t)
-	all := nodes(t, cs)
-	node := all[len(all)-1]
+	node := secondNode(t, cs)
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
 	id := "agent-partition-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))

@@ -198,12 +198,12 @@ func TestStressPressureIOAndDiskOnAPod(t *testing.T) {
 }
 
 // TestStressPressureIOAndDiskThroughTheAgent: the same on a pod of the
-// last node, each fault made by that node's agent (resource.applied names
+// second node, each fault made by that node's agent (resource.applied names
 // it): the stress helpers are the agent's binary, placed in the pod's
 // container's groups there.
 func TestStressPressureIOAndDiskThroughTheAgent(t *testing.T) {
 	cs := cluster(t)
-	node := lastNode(t, cs)
+	node := secondNode(t, cs)
 	stressPressureIOAndDisk(t, cs, node, installAgent(t, cs, node))
 }
 
@@ -458,15 +458,8 @@ wait:
 	}
 }
 
-// lastNode is the cluster's last node: chaos-k8s-2 on the test cluster,
-// whose pods the harness reaches only through that node's agent.
-func lastNode(t *testing.T, cs kubernetes.Interface) string {
-	all := nodes(t, cs)
-	return all[len(all)-1]
-}
-
 // TestMemoryLimitOOMThroughTheAgent: a 32MiB memory limit on a pod of the
-// last node, written by that node's agent into the container's memory
+// second node, written by that node's agent into the container's memory
 // group. The workload's allocation (tail of 128 MiB without a newline),
 // made once it sees the limit in its own group, is OOM-killed: the
 // instance, which ends with it, ends Failed with reason OOMKilled, and the
@@ -478,7 +471,7 @@ func lastNode(t *testing.T, cs kubernetes.Interface) string {
 // harness polled the agents) fails the test.
 func TestMemoryLimitOOMThroughTheAgent(t *testing.T) {
 	cs := cluster(t)
-	node := lastNode(t, cs)
+	node := secondNode(t, cs)
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
 	id := "agent-oom-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
@@ -555,7 +548,7 @@ flow:
 }
 
 // TestCPULimitThroughTheAgent: a 5% CPU limit on a busy loop in a pod of
-// the last node, written by that node's agent. The CPU time of the pod's
+// the second node, written by that node's agent. The CPU time of the pod's
 // container, read from the host (cpuacct of its group) every 250 ms, per
 // second of the interval: at most 0.065 while the limit holds (the quota
 // is exact; a loaded machine can only give it less), at least 0.025 (the
@@ -564,7 +557,7 @@ flow:
 // than a CPU, still gives it that: 0.28 was seen).
 func TestCPULimitThroughTheAgent(t *testing.T) {
 	cs := cluster(t)
-	node := lastNode(t, cs)
+	node := secondNode(t, cs)
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
 	id := "agent-cpu-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))

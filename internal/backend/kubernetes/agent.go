@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/chaos-harness/chaos/internal/backend"
@@ -295,6 +296,8 @@ func (b *Backend) pollAgent(p *corev1.Pod) {
 	t := time.NewTicker(AgentPoll)
 	defer t.Stop()
 	failing := false
+	// Closing the backend ends a poll under way too, not only the wait.
+	stopped := wait.ContextForChannel(b.stop)
 	for {
 		select {
 		case <-b.stop:
@@ -308,7 +311,7 @@ func (b *Backend) pollAgent(p *corev1.Pod) {
 			return
 		}
 		b.agents.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*AgentPoll)
+		ctx, cancel := context.WithTimeout(stopped, 10*AgentPoll)
 		rep, err := b.pollOnce(ctx, p)
 		b.recordAgent(rep)
 		if err != nil && rep.Agent == "" {
