@@ -355,3 +355,82 @@ func uniq(s []string) []string {
 	}
 	return out
 }
+
+// slowWriterExperiment appends a line to /data/log.dat ten times a second
+// and notes each append's number and how long it took, in hundredths of a
+// second of /proc/uptime (busybox's sh has no finer clock): what the pod
+// itself saw of an fs-latency of 300ms on writes.
+const slowWriterExperiment = `apiVersion: chaos/v1alpha1
+id: %s
+timeout: 3m
+workloads:
+  - name: disk
+    timeout: 150s
+    run: |
+      i=0
+      while [ ! -e "$CHAOS_STOP_FILE" ] && [ $i -lt 1200 ]; do
+        i=$((i+1))
+        read t0 _ < /proc/uptime
+        echo "line $i" >> /data/log.dat
+        read t1 _ < /proc/uptime
+        echo "$i $t0 $t1" >> times
+        sleep 0.1
+      done
+operations:
+  - {name: slow, uses: fs-latency, target: {workload: disk}, duration: 3s, fs: {path: /data, ops: [write], delay: 300ms}}
+flow:
+  parallel:
+    - disk
+    - serial: [{wait: {workload: disk, condition: running}}, {delay: 2s}, slow, {delay: 2s}, {stop: disk}]
+`
+
+// TestFSLatencyOnAPod: an fs-latency of 300ms on a pod's writes, served by
+// its node's agent. Every write the layer delayed (system/fs-faults.jsonl)
+// took the pod at least 0.29 s by its own clock, and appends before and
+// after the fault did not: the layer's other mechanism (a delay, not an
+// error) acts on pods too.
+func TestFSLatencyOnAPod(t *testing.T) {
+	cs := cluster(t)
+	adapterFile, _ := fsAdapter(t, cs, nodes(t, cs)[0])
+	runs := t.TempDir()
+	id := "fs-latency-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	x := write(t, "x.yaml", fmt.Sprintf(slowWriterExperiment, id))
+	r := chaos(t, runs, "run", "--plain", "--adapter", adapterFile, x)
+	dir := runDir(t, runs, id)
+	if r.code != 0 {
+		t.Fatalf("chaos run exited %d\n%s\n%s", r.code, r.stdout, lastLines(r.stderr, 30))
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "workloads", "disk", "instances", "disk-0", "output", "times"))
+	if err != nil {
+		t.Fatalf("the writer's notes: %v", err)
+	}
+	var slow, fast []int
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var n int
+		var t0, t1 float64
+		if _, err := fmt.Sscanf(line, "%d %g %g", &n, &t0, &t1); err != nil {
+			continue // a line cut short by the pod's end
+		}
+		if t1-t0 >= 0.29 {
+			slow = append(slow, n)
+		} else {
+			fast = append(fast, n)
+		}
+	}
+	delayed := 0
+	for k, n := range injections(t, dir) {
+		if strings.HasPrefix(k, "slow write /data/log.dat") {
+			delayed += n
+		}
+	}
+	t.Logf("the pod's appends: %d took 0.29 s or more (%v ... %v), %d less; the layer delayed %d writes", len(slow), first(slow), last(slow), len(fast), delayed)
+	if delayed < 5 {
+		t.Fatalf("the layer delayed %d writes of /data/log.dat during a 3 s fault of 300ms", delayed)
+	}
+	if len(slow) < delayed {
+		t.Errorf("the layer delayed %d writes, but only %d appends took the pod 0.29 s or more", delayed, len(slow))
+	}
+	if len(fast) == 0 || first(fast) > first(slow) || last(fast) < last(slow) {
+		t.Errorf("appends slow %v, fast %v: want fast appends before and after the slow ones", slow, fast)
+	}
+}
