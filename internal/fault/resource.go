@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -50,6 +49,9 @@ type resourceApp struct {
 	// stop ends the OOM watch; watched is closed when it has ended.
 	stop    context.CancelFunc
 	watched chan struct{}
+	// oomKills is the most the watch saw, for a group gone by the revert;
+	// written by the watch alone, read once watched is closed.
+	oomKills uint64
 }
 
 // applyResource applies op's resource fault to h and holds it.
@@ -71,13 +73,20 @@ func applyResource(ctx context.Context, env Env, op Op, h backend.Handle) error 
 		return errors.Join(fmt.Errorf("%s: finding its cgroups: %w", h.Name(), err), r.revert(bg))
 	}
 	r.before, _ = cgroup.ReadUsage(res.Place)
+	// Watched before the limit is set, so the first OOM it causes wakes
+	// the watch.
+	var oom *cgroup.OOMWatch
+	if op.Fault == experiment.FaultMemoryLimit || op.Fault == experiment.FaultMemoryPressure || op.Fault == experiment.FaultMemoryStress {
+		oom = cgroup.NewOOMWatch(res.Place, r.before.OOMKills)
+	}
 	fields, err := r.apply(bg)
 	if err != nil {
+		oom.Close()
 		return errors.Join(fmt.Errorf("%s: %w", h.Name(), err), r.revert(bg))
 	}
 	env.Record("resource.applied", append([]rundir.Field{rundir.F("operation", op.Operation), rundir.F("uses", op.Fault), rundir.F("run", op.Run), rundir.F("target", h.Name()), rundir.F("what", res.What)}, fields...)...)
-	if op.Fault == experiment.FaultMemoryLimit || op.Fault == experiment.FaultMemoryPressure || op.Fault == experiment.FaultMemoryStress {
-		r.watchOOM()
+	if oom != nil {
+		r.watchOOM(oom)
 	}
 	return hold(ctx, env, op, r.revert)
 }
@@ -208,28 +217,18 @@ func (r *resourceApp) fill() ([]rundir.Field, error) {
 }
 
 // watchOOM records resource.oom-kill each time the OOM killer kills in
-// the handle's memory group while the fault holds.
-func (r *resourceApp) watchOOM() {
+// the handle's memory group while the fault holds. The kernel wakes the
+// watch (cgroup.OOMWatch), so a kill is recorded even when its group is
+// removed at once, as a runtime removes a container's.
+func (r *resourceApp) watchOOM(w *cgroup.OOMWatch) {
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop, r.watched = stop, make(chan struct{})
 	go func() {
 		defer close(r.watched)
-		seen := r.before.OOMKills
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			u, err := cgroup.ReadUsage(r.res.Place)
-			if err != nil || u.OOMKills <= seen {
-				continue
-			}
-			r.env.Record("resource.oom-kill", rundir.F("operation", r.op.Operation), rundir.F("target", r.h.Name()), rundir.F("oom_kills", u.OOMKills-r.before.OOMKills))
-			seen = u.OOMKills
-		}
+		w.Run(ctx, func(kills uint64, from cgroup.OOMKillSource) {
+			r.oomKills = kills
+			r.env.Record("resource.oom-kill", rundir.F("operation", r.op.Operation), rundir.F("target", r.h.Name()), rundir.F("oom_kills", kills), rundir.F("counted_by", string(from)))
+		})
 	}()
 }
 
@@ -272,8 +271,12 @@ func (r *resourceApp) revert(ctx context.Context) error {
 		if after.Reclaim > r.before.Reclaim {
 			fields = append(fields, rundir.F("reclaimed_pages", after.Reclaim-r.before.Reclaim))
 		}
+		kills := r.oomKills
 		if after.OOMKills > r.before.OOMKills {
-			fields = append(fields, rundir.F("oom_kills", after.OOMKills-r.before.OOMKills))
+			kills = max(kills, after.OOMKills-r.before.OOMKills)
+		}
+		if kills > 0 {
+			fields = append(fields, rundir.F("oom_kills", kills))
 		}
 		r.env.Record("resource.reverted", fields...)
 	}
