@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -59,6 +58,23 @@ const (
 	FromParent OOMKillSource = "parent"
 )
 
+// OOMWatch is one memory group's watch.
+type OOMWatch struct {
+	dir        string
+	v          int
+	base, seen uint64
+	rose       func(uint64, OOMKillSource)
+	n          *oomNotifier
+	// The v2 parent's counts when the watch began, and the group's and
+	// each sibling's then (a sibling made since has 0); tainted once a
+	// sibling went away, or inotify lost events.
+	parent                  string
+	parentBase, parentLocal uint64
+	groupBase               uint64
+	siblings                map[string]uint64
+	tainted                 bool
+}
+
 // NewOOMWatch watches the OOM kills in p's memory group, counted from
 // base. It sets up the kernel's notifications at once, so that an OOM
 // after it returns wakes Run. It is nil when p has no memory group.
@@ -102,6 +118,9 @@ func (w *OOMWatch) Run(ctx context.Context, rose func(kills uint64, from OOMKill
 		if ctx.Err() != nil {
 			return
 		}
+		if err != nil && err != unix.EINTR {
+			time.Sleep(oomPoll) // never a busy loop
+		}
 		notified = err == nil && k > 0 && len(fds) > 1 && fds[1].Revents != 0
 		if notified {
 			w.n.drain(w)
@@ -115,23 +134,6 @@ func (w *OOMWatch) Close() {
 		w.n.close()
 		w.n = nil
 	}
-}
-
-// OOMWatch is one memory group's watch.
-type OOMWatch struct {
-	dir        string
-	v          int
-	base, seen uint64
-	rose       func(uint64, OOMKillSource)
-	n          *oomNotifier
-	// The v2 parent's counts when the watch began, and the group's and
-	// each sibling's then (a sibling made since has 0); tainted once a
-	// sibling went away, or inotify lost events.
-	parent                  string
-	parentBase, parentLocal uint64
-	groupBase               uint64
-	siblings                map[string]uint64
-	tainted                 bool
 }
 
 // check reads the group's count, reports a rise, and returns false once
@@ -200,37 +202,33 @@ func (w *OOMWatch) notifyV2() (*oomNotifier, error) {
 // baseline reads the counts the parent fallback compares with; a parent
 // without memory.events (the root) has no fallback.
 func (w *OOMWatch) baseline(parent string) {
-	sib := map[string]uint64{}
-	children, err := childCounts(parent)
+	self := filepath.Base(w.dir)
+	g, err := readKV(filepath.Join(w.dir, "memory.events"))
 	if err != nil {
 		return
 	}
-	g, ok := children[filepath.Base(w.dir)]
-	if !ok {
+	sib, err := childCounts(parent, self)
+	if err != nil {
 		return
-	}
-	for name, c := range children {
-		if name != filepath.Base(w.dir) {
-			sib[name] = c
-		}
 	}
 	local, _ := readKV(filepath.Join(parent, "memory.events.local"))
 	pkv, err := readKV(filepath.Join(parent, "memory.events"))
 	if err != nil {
 		return
 	}
-	w.parent, w.parentBase, w.parentLocal, w.groupBase, w.siblings = parent, pkv["oom_kill"], local["oom_kill"], g, sib
+	w.parent, w.parentBase, w.parentLocal, w.groupBase, w.siblings = parent, pkv["oom_kill"], local["oom_kill"], g["oom_kill"], sib
 }
 
-// childCounts reads memory.events oom_kill of every child group of dir.
-func childCounts(dir string) (map[string]uint64, error) {
+// childCounts reads memory.events oom_kill of every child group of dir
+// but skip (the group itself, which may be going as it is listed).
+func childCounts(dir, skip string) (map[string]uint64, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]uint64{}
 	for _, e := range ents {
-		if !e.IsDir() {
+		if !e.IsDir() || e.Name() == skip {
 			continue
 		}
 		kv, err := readKV(filepath.Join(dir, e.Name(), "memory.events"))
@@ -258,9 +256,9 @@ func (w *OOMWatch) gone() {
 	if err != nil {
 		return
 	}
-	children, err := childCounts(w.parent)
+	children, err := childCounts(w.parent, filepath.Base(w.dir))
 	if err != nil {
-		return // a child went as it was read
+		return // a sibling went as it was read
 	}
 	for name := range w.siblings {
 		if _, ok := children[name]; !ok {
@@ -270,9 +268,7 @@ func (w *OOMWatch) gone() {
 	local, _ := readKV(filepath.Join(w.parent, "memory.events.local"))
 	rise := int64(pkv["oom_kill"]) - int64(w.parentBase) - (int64(local["oom_kill"]) - int64(w.parentLocal))
 	for name, c := range children {
-		if name != filepath.Base(w.dir) {
-			rise -= int64(c) - int64(w.siblings[name])
-		}
+		rise -= int64(c) - int64(w.siblings[name])
 	}
 	if total := int64(w.groupBase) + rise; total > int64(w.seen) {
 		w.seen = uint64(total)
@@ -345,7 +341,7 @@ func (n *oomNotifier) close() {
 // parseInotify calls fn for each event in b, as read(2) from an inotify
 // fd returns them: a fixed header, then the name padded with NULs.
 func parseInotify(b []byte, fn func(wd int32, mask uint32, name string)) {
-	const hdr = int(unsafe.Sizeof(unix.InotifyEvent{}))
+	const hdr = unix.SizeofInotifyEvent
 	for len(b) >= hdr {
 		wd := int32(binary.NativeEndian.Uint32(b[0:4]))
 		mask := binary.NativeEndian.Uint32(b[4:8])
