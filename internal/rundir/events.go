@@ -78,6 +78,11 @@ var Events = []EventSpec{
 		"correlation", "delay", "jitter", "percent", "rate", "drop_from", "drop_to", "connections_aborted", "kernel"}},
 	{"network.removed", []string{"operation", "run", "uses", "target", "rule", "packets_delayed", "error"}},
 
+	{"resource.applied", []string{"operation", "uses", "run", "target", "what", "writes", "device", "device_of", "helper_pid", "file", "filled", "free"}},
+	{"resource.oom-kill", []string{"operation", "target", "oom_kills", "counted_by"}},
+	{"resource.helper-ended", []string{"operation", "target", "how"}},
+	{"resource.reverted", []string{"operation", "uses", "run", "target", "cpu_seconds", "limit_hits", "reclaimed_pages", "oom_kills"}},
+
 	{"container.event", []string{"action", "container", "id", "role", "workload", "instance", "exit_code", "signal"}},
 	{"docker.events.error", []string{"error"}},
 	{"container.swept", []string{"containers"}},
