@@ -307,10 +307,11 @@ func netState(t *testing.T, pid int) string {
 	return b.String()
 }
 
-// TestExternalNetworkFaultsCleanedUpAfterSIGKILL: four network faults
-// (latency through the delay queue, bandwidth through tbf, loss and a
-// blackhole) held on the installed gateway's pod, whose namespace outlives
-// any run; the harness is SIGKILLed while they hold. The rules are there;
+// TestExternalNetworkFaultsCleanedUpAfterSIGKILL: all six network faults
+// (latency through the delay queue, bandwidth through tbf, loss, a
+// blackhole, a reset and a partition of the gateway from the run's pod)
+// held on the installed gateway's pod, whose namespace outlives any run;
+// the harness is SIGKILLed while they hold. The rules are there;
 // chaos cleanup --backend kubernetes RUN removes every one of them, from
 // the run's journal on this machine (it removed none: only the process
 // backend read that journal), and the gateway runs on untouched.
@@ -332,13 +333,15 @@ operations:
   - {name: thin, uses: bandwidth, target: gateway, network: {rate: 1mbit}}
   - {name: lossy, uses: loss, target: gateway, network: {percent: 30}}
   - {name: hole, uses: blackhole, target: gateway}
+  - {name: refuse, uses: reset, target: gateway}
+  - {name: split, uses: partition, network: {groups: [[gateway], [w]]}}
 flow:
-  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, slow, thin, lossy, hole]}]
+  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, slow, thin, lossy, hole, refuse, split]}]
 `)
 	runs := t.TempDir()
 	startKilled(t, runs, func() bool {
 		m, _ := filepath.Glob(filepath.Join(runs, "k8s-external-net-killed", "*", "timeline.jsonl"))
-		return len(m) == 1 && netfaulttest.FindEvent(filepath.Dir(m[0]), "network.applied", map[string]string{"operation": "hole"}) != nil
+		return len(m) == 1 && netfaulttest.FindEvent(filepath.Dir(m[0]), "network.partition", map[string]string{"operation": "split", "edge": "on"}) != nil
 	}, "run", "--plain", "--adapter", adapterFile, x)
 	pods, err := cs.CoreV1().Pods(gw).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=openshell-gateway"})
 	if err != nil || len(pods.Items) != 1 {
@@ -356,6 +359,9 @@ flow:
 	}
 	if !strings.Contains(before, "tbf") {
 		t.Fatalf("the killed run left no bandwidth qdisc in the gateway's namespace:\n%s", before)
+	}
+	if n := strings.Count(before, "table inet chaos_"); n < 2 {
+		t.Fatalf("the killed run left %d nftables tables in the gateway's namespace, want the reset's and the partition's:\n%s", n, before)
 	}
 	dirs, _ := filepath.Glob(filepath.Join(runs, "k8s-external-net-killed", "*"))
 	if len(dirs) != 1 {
