@@ -35,25 +35,41 @@ import (
 // with options.node-selector.
 
 // agentImage builds and imports the agent's image once per test binary.
-var agentImage = func() func(t *testing.T) string {
-	var ref string
+var agentImage = onceImage(func() (string, error) {
+	cmd := exec.Command(filepath.Join(root, "scripts", "k8s", "agent-image.sh"))
+	cmd.Dir = root
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("scripts/k8s/agent-image.sh: %v\n%s", err, errb.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+})
+
+// onceImage is build made once per test binary, whichever parallel test
+// asks first; the others wait for it and get its image, or its error.
+func onceImage(build func() (string, error)) func(t *testing.T) string {
+	var (
+		mu    sync.Mutex // guards the fields below and the build
+		built bool
+		ref   string
+		err   error
+	)
 	return func(t *testing.T) string {
 		t.Helper()
-		if ref != "" {
-			return ref
+		mu.Lock()
+		defer mu.Unlock()
+		if !built {
+			ref, err = build()
+			built = true
 		}
-		cmd := exec.Command(filepath.Join(root, "scripts", "k8s", "agent-image.sh"))
-		cmd.Dir = root
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		out, err := cmd.Output()
 		if err != nil {
-			t.Fatalf("scripts/k8s/agent-image.sh: %v\n%s", err, errb.String())
+			t.Fatal(err)
 		}
-		ref = strings.TrimSpace(string(out))
 		return ref
 	}
-}()
+}
 
 // installAgent installs an agent into a namespace of the test's own and
 // waits until one runs on each of nodes; it is uninstalled at the end.
@@ -63,7 +79,7 @@ func installAgent(t *testing.T, cs kubernetes.Interface, nodes ...string) string
 		t.Skip("building the agent's image and importing it need root")
 	}
 	ref := agentImage(t)
-	ns := fmt.Sprintf("chaos-agent-%d", time.Now().UnixNano()%1e6)
+	ns := unique("chaos-agent")
 	// The test cluster has no kube-proxy: its pods reach the API server
 	// only on the node's network, where it listens.
 	r := chaos(t, t.TempDir(), "agent", "install", "--namespace", ns, "--image", ref, "--api-server", apiServer(t))
@@ -230,7 +246,7 @@ func frozen(t *testing.T, pid int) bool {
 func freezeThroughAgent(t *testing.T, cs kubernetes.Interface, node string) {
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
-	id := "agent-freeze-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("agent-freeze")
 	x := write(t, "x.yaml", fmt.Sprintf(tickerExperiment, id, "4s"))
 	done := make(chan result, 1)
 	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x) }()
@@ -260,6 +276,7 @@ func freezeThroughAgent(t *testing.T, cs kubernetes.Interface, node string) {
 // an agent there goes through the agent (agent.applied names it), and the
 // pod's workload stops counting for the freeze and counts again after.
 func TestFreezeThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	freezeThroughAgent(t, cs, nodes(t, cs)[0])
 }
@@ -268,6 +285,7 @@ func TestFreezeThroughTheAgent(t *testing.T) {
 // done by that node's agent. It needs a cluster of two nodes (the test
 // cluster's second kubelet); with CI set, one node is a failure.
 func TestAgentOnAnotherNode(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	freezeThroughAgent(t, cs, secondNode(t, cs))
 }
@@ -275,12 +293,14 @@ func TestAgentOnAnotherNode(t *testing.T) {
 // TestLatencyThroughTheAgent: a 100 ms latency on a pod applied by the
 // agent of its node, measured from the node: a TCP handshake to the pod
 // takes about 100 ms longer during the fault, and no longer after.
+// Serial: it bounds round-trip times (the added latency within 95-200 ms,
+// after within 20 ms of before), which other tests' load would distort.
 func TestLatencyThroughTheAgent(t *testing.T) {
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
-	id := "agent-latency-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("agent-latency")
 	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
 id: `+id+`
 timeout: 2m
@@ -332,11 +352,12 @@ flow:
 // cleanup RUN then finds nothing of the run's left with the agent and
 // deletes the lease.
 func TestAgentRevertsAfterHarnessSIGKILL(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
-	id := "agent-sigkill-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("agent-sigkill")
 	x := write(t, "x.yaml", fmt.Sprintf(tickerExperiment, id, "90s"))
 	dir, runID, sigkill := startRun(t, runs, agentAdapter(t, agentNS, node), x, id)
 	_, pid := runningPod(t, cs, id, "tick-0")
@@ -371,6 +392,7 @@ func TestAgentRevertsAfterHarnessSIGKILL(t *testing.T) {
 // its pod, as the harness asks it) to freeze a pod that is neither a
 // run's nor allowed by its owner, the agent refuses and the pod runs on.
 func TestAgentRefusesAPodWithoutConsent(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	agentNS := installAgent(t, cs, node)
@@ -407,6 +429,7 @@ func TestAgentRefusesAPodWithoutConsent(t *testing.T) {
 // by its node's agent: the pod's own reading of the wall clock (busy box
 // awk's systime()) steps +3600 once and -3600 once.
 func TestClockOffsetThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	agentNS := installAgent(t, cs, node)
@@ -446,6 +469,7 @@ flow:
 // forks fail with EAGAIN while it holds (the workload's checks) and work
 // again after the revert.
 func TestTaskLimitThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	agentNS := installAgent(t, cs, node)
@@ -476,11 +500,12 @@ flow:
 // from the journal on the node, and the harness's revert, sent to it,
 // thaws the pod.
 func TestRestartedAgentReverts(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
-	id := "agent-restart-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("agent-restart")
 	x := write(t, "x.yaml", fmt.Sprintf(tickerExperiment, id, "25s"))
 	done := make(chan result, 1)
 	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x) }()
@@ -524,11 +549,12 @@ func TestRestartedAgentReverts(t *testing.T) {
 // log shows its peer unreachable while the partition holds and reachable
 // again after, which its check says.
 func TestPartitionThroughTheAgents(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	node := secondNode(t, cs)
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
-	id := "agent-partition-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("agent-partition")
 	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
 id: `+id+`
 timeout: 2m

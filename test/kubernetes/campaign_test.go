@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,14 +35,19 @@ func runnerImage(t *testing.T) string {
 		}
 		t.Skip(msg)
 	}
+	return buildRunnerImage(t)
+}
+
+// buildRunnerImage runs chaos-image.sh once per test binary.
+var buildRunnerImage = onceImage(func() (string, error) {
 	cmd := exec.Command(filepath.Join(root, "scripts", "k8s", "chaos-image.sh"))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("chaos-image.sh: %v\n%s", err, errb.String())
+		return "", fmt.Errorf("chaos-image.sh: %v\n%s", err, errb.String())
 	}
-	return strings.TrimSpace(out.String())
-}
+	return strings.TrimSpace(out.String()), nil
+})
 
 const coinExperiment = `apiVersion: chaos/v1alpha1
 id: coin
@@ -94,6 +100,7 @@ func namespaceGone(t *testing.T, cs kubernetes.Interface, id string) {
 // (manifest.json's host), with the verdicts the same seeds give on this
 // machine; the campaign's namespace goes at the end.
 func TestCampaignAsJobs(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	image := runnerImage(t)
 	runs := t.TempDir()
@@ -138,6 +145,7 @@ func TestCampaignAsJobs(t *testing.T) {
 // inside the pods, as Ctrl-C aborts chaos run, and still collects them:
 // ERROR, aborted, a complete run directory; the namespace goes.
 func TestCampaignAsJobsInterrupted(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	image := runnerImage(t)
 	runs := t.TempDir()
@@ -151,14 +159,18 @@ func TestCampaignAsJobsInterrupted(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	// Wait until both first runs' pods are running their workload.
+	// Wait until both first runs' pods are running their workload: the
+	// pods of this campaign's namespace only, not another test's.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		pods, _ := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: kbackend.LabelCampaign})
 		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == "Running" && strings.HasPrefix(p.Namespace, "chaos-campaign-") {
-				running++
+		if dirs, _ := filepath.Glob(filepath.Join(runs, campaign.Subdir, "*")); len(dirs) == 1 {
+			ns := "chaos-campaign-" + strings.ToLower(filepath.Base(dirs[0]))
+			pods, _ := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kbackend.LabelCampaign})
+			for _, p := range pods.Items {
+				if p.Status.Phase == "Running" {
+					running++
+				}
 			}
 		}
 		if running >= 2 {

@@ -163,6 +163,7 @@ checks:
 // and a look-alike gateway in a namespace without consent is never
 // touched. Preflight lists what the run would touch first.
 func TestSeedsGatewayScenario(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	ctx := context.Background()
 	gw := testNamespace(t, cs, "chaos-gw", map[string]string{kbackend.ConsentKey: "true"})
@@ -220,6 +221,7 @@ func sameKeys(a, b map[string]int32) bool {
 // whose owner did not allow experiments: preflight is not ready and names
 // the pods it will never touch; a run stops there and touches nothing.
 func TestExternalTargetWithoutConsent(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	plain := testNamespace(t, cs, "chaos-plain", nil)
 	installGateway(t, cs, plain)
@@ -254,6 +256,8 @@ flow:
 // outage holds the installed gateway's Deployment at zero; chaos cleanup
 // with no argument scales it back to the replicas written on it and
 // removes that journal.
+// Serial: cleanup with no argument sweeps every run whose harness is
+// gone, other tests' SIGKILLed ones too.
 func TestExternalOutageRestoredByCleanup(t *testing.T) {
 	cs := cluster(t)
 	ctx := context.Background()
@@ -316,6 +320,7 @@ func netState(t *testing.T, pid int) string {
 // the run's journal on this machine (it removed none: only the process
 // backend read that journal), and the gateway runs on untouched.
 func TestExternalNetworkFaultsCleanedUpAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the network faults need root")

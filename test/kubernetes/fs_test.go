@@ -128,6 +128,7 @@ func fsAdapter(t *testing.T, cs kubernetes.Interface, node string) (adapterFile,
 // the node at the directory fs.layer.mounted names, and after the run no
 // mount of the run is left on the node and the directory is gone.
 func TestFSErrorOnAPod(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	fsErrorOnNode(t, cs, nodes(t, cs)[0])
 }
@@ -137,6 +138,7 @@ func TestFSErrorOnAPod(t *testing.T) {
 // agent serves the layer: the node chosen for the layer is one the run's
 // pods may use.
 func TestFSErrorOnAPodOfAnotherNode(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	fsErrorOnNode(t, cs, secondNode(t, cs))
 }
@@ -144,7 +146,7 @@ func TestFSErrorOnAPodOfAnotherNode(t *testing.T) {
 func fsErrorOnNode(t *testing.T, cs kubernetes.Interface, node string) {
 	adapterFile, _ := fsAdapter(t, cs, node)
 	runs := t.TempDir()
-	id := "fs-eio-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("fs-eio")
 	x := write(t, "x.yaml", fmt.Sprintf(writerExperiment, id, "3s"))
 	done := make(chan result, 1)
 	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", adapterFile, x) }()
@@ -202,19 +204,25 @@ func fsErrorOnNode(t *testing.T, cs kubernetes.Interface, node string) {
 // hang), and once the run's lease expires the agent unmounts
 // the layer and removes its directory; chaos cleanup RUN then finds the
 // lease only.
-func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) { fsAfterSIGKILL(t, false) }
+func TestFSLayerRevertedAfterHarnessSIGKILL(t *testing.T) {
+	t.Parallel()
+	fsAfterSIGKILL(t, false)
+}
 
 // TestFSLayerCleanedUpAfterHarnessSIGKILL: the same, but chaos cleanup RUN
 // right after the kill has the agent unmount the layer and remove its
 // directory at once, before the lease expires.
-func TestFSLayerCleanedUpAfterHarnessSIGKILL(t *testing.T) { fsAfterSIGKILL(t, true) }
+func TestFSLayerCleanedUpAfterHarnessSIGKILL(t *testing.T) {
+	t.Parallel()
+	fsAfterSIGKILL(t, true)
+}
 
 func fsAfterSIGKILL(t *testing.T, cleanupNow bool) {
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	adapterFile, agentNS := fsAdapter(t, cs, node)
 	runs := t.TempDir()
-	id := "fs-sigkill-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("fs-sigkill")
 	x := write(t, "x.yaml", fmt.Sprintf(writerExperiment, id, "120s"))
 	dir, runID, sigkill := startRun(t, runs, adapterFile, x, id)
 	mounted := timelineEvent(t, dir, "fs.layer.mounted", map[string]string{"path": "/data"}, time.Minute, nil)

@@ -8,11 +8,14 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,7 +39,25 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
+// waitingParallelism is how many of the package's parallel tests run at
+// once unless -test.parallel says otherwise (Go's default is GOMAXPROCS,
+// 2 on CI). Those tests spend their time waiting: for pods to start, for
+// a lease to expire, for a run's own delays; the ones that measure CPU or
+// timing, or sweep the whole cluster, stay serial (docs/test-cluster.md).
+// Six keep the one machine's two cores, the one kubelet and containerd
+// per node and the API server far from saturated: a parallel test starts
+// one to four pods (plus an agent per node when it installs one).
+const waitingParallelism = 6
+
 func run(m *testing.M) int {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(waitingParallelism)); err != nil {
+			panic(err)
+		}
+	}
 	_, file, _, _ := runtime.Caller(0)
 	root = filepath.Join(filepath.Dir(file), "..", "..")
 	examples = filepath.Join(root, "examples")
@@ -57,6 +78,13 @@ func run(m *testing.M) int {
 		return 2
 	}
 	return m.Run()
+}
+
+// unique is prefix with a random suffix: a name (a namespace, an
+// experiment's id) no other test of this process, nor of another one on
+// the same cluster, uses at the same time.
+func unique(prefix string) string {
+	return fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
 }
 
 // cluster returns a client of the test cluster; without one the test
@@ -135,10 +163,12 @@ func lastLines(s string, n int) string {
 // kubernetes: only --adapter differs, and so must nothing else. A freeze
 // (freeze-counters) freezes the pod's cgroup (it was n/a before).
 func TestExamplesGiveTheSameVerdicts(t *testing.T) {
+	t.Parallel()
 	cluster(t)
 	runs := t.TempDir()
 	for _, name := range []string{"hello-world", "smoke", "known-issue-xfail", "flaky-race", "freeze-counters"} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			file := filepath.Join(examples, name+".yaml")
 			local := chaos(t, runs, "run", "--plain", "--seed", "7", "--adapter", "local", file)
 			k8s := chaos(t, runs, "run", "--plain", "--seed", "7", "--adapter", "kubernetes", file)
@@ -180,6 +210,7 @@ func write(t *testing.T, name, content string) string {
 // is kubelet restarting the pod's main container, seen from the API: the
 // same pod UID, restartCount up by one; the instance's output continues.
 func TestRestartInPlaceIsAContainerRestart(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	runs := t.TempDir()
 	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
@@ -247,6 +278,7 @@ func gatewayRun(t *testing.T, runs, src string, extra ...string) chan result {
 // Deployment replaces it (a new UID); an outage scales the Deployment to
 // zero for its duration and back. Seen from the API, not the harness.
 func TestPodTargetFaults(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	runs := t.TempDir()
 	done := gatewayRun(t, runs, `apiVersion: chaos/v1alpha1
@@ -262,6 +294,7 @@ flow:
 	uids := map[string]bool{}
 	sawZero := false
 	ctx := context.Background()
+	runID := ""
 	for {
 		select {
 		case r := <-done:
@@ -278,15 +311,21 @@ flow:
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
-		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
+		// Only this run's gateway: other tests' runs of the same adapter
+		// have theirs.
+		if runID == "" {
+			if m, _ := filepath.Glob(filepath.Join(runs, "k8s-gateway-proof", "*", "timeline.jsonl")); len(m) == 1 {
+				runID = filepath.Base(filepath.Dir(m[0]))
+			}
+			continue
+		}
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=gateway,chaos.run=" + runID})
 		if err == nil {
 			for _, p := range pods.Items {
-				if p.Labels["chaos.run"] != "" {
-					uids[string(p.UID)] = true
-				}
+				uids[string(p.UID)] = true
 			}
 		}
-		ds, err := cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+		ds, err := cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{LabelSelector: "chaos.run=" + runID})
 		if err == nil {
 			for _, d := range ds.Items {
 				if d.Name == "gateway" && d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
@@ -301,9 +340,10 @@ flow:
 // gateway (its labels, without this run's chaos.run) in the namespace the
 // run uses; a kill of every gateway pod leaves it alone.
 func TestNeverTouchesWhatItDidNotCreate(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	ctx := context.Background()
-	ns := fmt.Sprintf("chaos-lookalike-%d", time.Now().UnixNano()%1e6)
+	ns := unique("chaos-lookalike")
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -355,6 +395,7 @@ flow:
 // TestCleanupAfterTheHarnessIsKilled SIGKILLs chaos mid-run; chaos cleanup
 // then removes the run's namespace and pods.
 func TestCleanupAfterTheHarnessIsKilled(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	runs := t.TempDir()
 	x := write(t, "x.yaml", "apiVersion: chaos/v1alpha1\nid: k8s-killed-harness\nworkloads:\n  - {name: w, instances: 2, run: \"sleep 120\"}\nflow: w\n")

@@ -3,7 +3,6 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,56 +61,76 @@ func waitGone(t *testing.T, what string, get func() (metav1.Object, error)) {
 
 // TestCampaignJobsCleanedUpAfterSIGKILL: a campaign run as Jobs whose
 // harness is SIGKILLed leaves its namespace and Jobs; chaos cleanup with no
-// argument, and with the campaign's directory, removes them (issue 32,
-// point 4: both said "nothing left behind").
+// argument removes them (issue 32, point 4: it said "nothing left
+// behind"). Serial: with no argument, cleanup sweeps every run and
+// campaign whose harness is gone, other tests' SIGKILLed ones too.
 func TestCampaignJobsCleanedUpAfterSIGKILL(t *testing.T) {
 	cs := cluster(t)
+	campaignKilledThenCleanedUp(t, cs, runnerImage(t), "no argument")
+}
+
+// TestCampaignJobsCleanedUpByIDAfterSIGKILL: the same, with chaos cleanup
+// given the campaign's directory, or its id: only that campaign is
+// touched, so these run in parallel with the package's other tests.
+func TestCampaignJobsCleanedUpByIDAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	cs := cluster(t)
 	image := runnerImage(t)
-	file := write(t, "coin.yaml", strings.Replace(coinExperiment, `SLEEP: "0"`, `SLEEP: "60"`, 1))
-	for _, how := range []string{"no argument", "campaign directory", "campaign id"} {
+	for _, how := range []string{"campaign directory", "campaign id"} {
 		t.Run(how, func(t *testing.T) {
-			runs := t.TempDir()
-			ctx := context.Background()
-			var ns string
-			startKilled(t, runs, func() bool {
-				dirs, _ := filepath.Glob(filepath.Join(runs, campaign.Subdir, "*"))
-				if len(dirs) != 1 {
-					return false
-				}
-				ns = "chaos-campaign-" + strings.ToLower(filepath.Base(dirs[0]))
-				pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-				running := 0
-				if err == nil {
-					for _, p := range pods.Items {
-						if p.Status.Phase == corev1.PodRunning {
-							running++
-						}
-					}
-				}
-				return running == 2
-			}, "run", "--count", "2", "--parallel", "2", "--runner", "kubernetes", "--runner-image", image, file)
-			dirs, _ := filepath.Glob(filepath.Join(runs, campaign.Subdir, "*"))
-			args := []string{"cleanup", "--backend", "kubernetes"}
-			switch how {
-			case "campaign directory":
-				args = append(args, dirs[0])
-			case "campaign id":
-				args = append(args, filepath.Base(dirs[0]))
-			}
-			r := chaos(t, runs, args...)
-			if r.code != 0 || !strings.Contains(r.stdout, "deleted namespace "+ns) {
-				t.Fatalf("cleanup %s: exit %d\n%s\n%s", how, r.code, r.stdout, r.stderr)
-			}
-			waitGone(t, "namespace "+ns, func() (metav1.Object, error) { return cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}) })
+			t.Parallel()
+			campaignKilledThenCleanedUp(t, cs, image, how)
 		})
 	}
+}
+
+// campaignKilledThenCleanedUp starts a campaign of two Jobs, SIGKILLs its
+// harness once both pods run, and has chaos cleanup remove its namespace,
+// given how (no argument, the campaign's directory or its id).
+func campaignKilledThenCleanedUp(t *testing.T, cs kubernetes.Interface, image, how string) {
+	t.Helper()
+	file := write(t, "coin.yaml", strings.Replace(coinExperiment, `SLEEP: "0"`, `SLEEP: "60"`, 1))
+	runs := t.TempDir()
+	ctx := context.Background()
+	var ns string
+	startKilled(t, runs, func() bool {
+		dirs, _ := filepath.Glob(filepath.Join(runs, campaign.Subdir, "*"))
+		if len(dirs) != 1 {
+			return false
+		}
+		ns = "chaos-campaign-" + strings.ToLower(filepath.Base(dirs[0]))
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		running := 0
+		if err == nil {
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+		}
+		return running == 2
+	}, "run", "--count", "2", "--parallel", "2", "--runner", "kubernetes", "--runner-image", image, file)
+	dirs, _ := filepath.Glob(filepath.Join(runs, campaign.Subdir, "*"))
+	args := []string{"cleanup", "--backend", "kubernetes"}
+	switch how {
+	case "campaign directory":
+		args = append(args, dirs[0])
+	case "campaign id":
+		args = append(args, filepath.Base(dirs[0]))
+	}
+	r := chaos(t, runs, args...)
+	if r.code != 0 || !strings.Contains(r.stdout, "deleted namespace "+ns) {
+		t.Fatalf("cleanup %s: exit %d\n%s\n%s", how, r.code, r.stdout, r.stderr)
+	}
+	waitGone(t, "namespace "+ns, func() (metav1.Object, error) { return cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}) })
 }
 
 // TestHookDeploymentCleanedUpWithoutRunID: in a namespace the adapter
 // names, a run SIGKILLed after its start hook made the gateway Deployment
 // (labelled chaos.run, without the harness's annotations); chaos cleanup
 // with no argument removes it with the run's pods (issue 32, point 5: it
-// kept running).
+// kept running). Serial: cleanup with no argument sweeps every run whose
+// harness is gone.
 func TestHookDeploymentCleanedUpWithoutRunID(t *testing.T) {
 	cs := cluster(t)
 	ctx := context.Background()
@@ -141,7 +160,7 @@ func TestHookDeploymentCleanedUpWithoutRunID(t *testing.T) {
 // its end.
 func testNamespace(t *testing.T, cs kubernetes.Interface, prefix string, labels map[string]string) string {
 	t.Helper()
-	ns := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1e6)
+	ns := unique(prefix)
 	if _, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -180,6 +199,7 @@ flow: peer
 // gives on local isolated processes (issue 32, point 6: the variables
 // were unset in pods).
 func TestPeersFindEachOther(t *testing.T) {
+	t.Parallel()
 	cluster(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the local side (options.network: isolated) needs root")

@@ -96,6 +96,7 @@ func mainexitImage(t *testing.T) string {
 // again each time (the script counts its starts in the output directory)
 // and the run PASSes.
 func TestRestartInPlaceOfAPodWhoseMainThreadExited(t *testing.T) {
+	t.Parallel()
 	cluster(t)
 	ref := mainexitImage(t)
 	runs := t.TempDir()

@@ -107,6 +107,8 @@ func (k *k8sRun) Pid(instance string) int {
 // TestNetworkFaultsOnKubernetes: the six network faults on pods, each
 // measured from outside (netfaulttest.Prove): from the node (this
 // machine), or from inside a pod's network namespace.
+// Serial: it bounds round-trip times, download rates and connection
+// times, which other tests' load would distort.
 func TestNetworkFaultsOnKubernetes(t *testing.T) {
 	cs := cluster(t)
 	if os.Geteuid() != 0 {

@@ -71,6 +71,9 @@ const forksWorkload = `  - name: forks
 // pod's own fork fail with EAGAIN (its log says so) and forks work again
 // after the revert, and a hard memory limit gets the allocating container
 // OOM-killed (resource.oom-kill in the timeline).
+// Serial: nr_throttled rises only if the spinning container gets more
+// than its 20% limit, which other tests' load could deny it; and its spin
+// and allocations load the machine for them.
 func TestResourceFaultsOnPods(t *testing.T) {
 	cs := cluster(t)
 	runs := t.TempDir()
@@ -192,6 +195,8 @@ done`
 // 24 MiB; the pod's own dd with direct I/O runs at about 1 MB/s under
 // io-limit; its writes fail with ENOSPC while disk-fill holds and work
 // after; nothing is left on its file system.
+// Serial: it measures the container's CPU rate and dd's write rate, which
+// other tests' load would distort, and its stress loads the machine.
 func TestStressPressureIOAndDiskOnAPod(t *testing.T) {
 	cs := cluster(t)
 	stressPressureIOAndDisk(t, cs, os.Getenv("CHAOS_K8S_NODE"), "")
@@ -201,6 +206,7 @@ func TestStressPressureIOAndDiskOnAPod(t *testing.T) {
 // second node, each fault made by that node's agent (resource.applied names
 // it): the stress helpers are the agent's binary, placed in the pod's
 // container's groups there.
+// Serial, as TestStressPressureIOAndDiskOnAPod.
 func TestStressPressureIOAndDiskThroughTheAgent(t *testing.T) {
 	cs := cluster(t)
 	node := secondNode(t, cs)
@@ -470,11 +476,12 @@ wait:
 // came only with the agent's reply to the revert (as it did before the
 // harness polled the agents) fails the test.
 func TestMemoryLimitOOMThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	cs := cluster(t)
 	node := secondNode(t, cs)
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
-	id := "agent-oom-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("agent-oom")
 	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
 id: `+id+`
 timeout: 3m
@@ -555,12 +562,14 @@ flow:
 // loop still runs), and at least three times that before and after (the
 // share is small so that a loaded machine, which gives the free loop less
 // than a CPU, still gives it that: 0.28 was seen).
+// Serial: it measures the loop's CPU rate before and after the limit,
+// which other tests' load would lower, and the loop loads the machine.
 func TestCPULimitThroughTheAgent(t *testing.T) {
 	cs := cluster(t)
 	node := secondNode(t, cs)
 	agentNS := installAgent(t, cs, node)
 	runs := t.TempDir()
-	id := "agent-cpu-" + strconv.Itoa(int(time.Now().UnixNano()%1e5))
+	id := unique("agent-cpu")
 	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
 id: `+id+`
 timeout: 3m
