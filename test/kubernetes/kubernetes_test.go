@@ -213,8 +213,9 @@ func TestRestartInPlaceIsAContainerRestart(t *testing.T) {
 	t.Parallel()
 	cs := cluster(t)
 	runs := t.TempDir()
+	id := unique("k8s-restart-proof")
 	x := write(t, "x.yaml", `apiVersion: chaos/v1alpha1
-id: k8s-restart-proof
+id: `+id+`
 workloads:
   - name: w
     run: |
@@ -236,7 +237,7 @@ flow:
 	var restarts int32
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
-		pods, err := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: "chaos.experiment=k8s-restart-proof"})
+		pods, err := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: "chaos.experiment=" + id})
 		if err == nil {
 			for _, p := range pods.Items {
 				if uid == "" {
@@ -398,7 +399,8 @@ func TestCleanupAfterTheHarnessIsKilled(t *testing.T) {
 	t.Parallel()
 	cs := cluster(t)
 	runs := t.TempDir()
-	x := write(t, "x.yaml", "apiVersion: chaos/v1alpha1\nid: k8s-killed-harness\nworkloads:\n  - {name: w, instances: 2, run: \"sleep 120\"}\nflow: w\n")
+	id := unique("k8s-killed-harness")
+	x := write(t, "x.yaml", "apiVersion: chaos/v1alpha1\nid: "+id+"\nworkloads:\n  - {name: w, instances: 2, run: \"sleep 120\"}\nflow: w\n")
 	cmd := exec.Command(chaosBin, "run", "--plain", "--adapter", "kubernetes", x)
 	cmd.Env = env(runs)
 	var out bytes.Buffer
@@ -410,7 +412,7 @@ func TestCleanupAfterTheHarnessIsKilled(t *testing.T) {
 	var ns string
 	deadline := time.Now().Add(60 * time.Second)
 	for ns == "" && time.Now().Before(deadline) {
-		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "chaos.experiment=k8s-killed-harness"})
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "chaos.experiment=" + id})
 		if err == nil && len(pods.Items) == 2 {
 			ns = pods.Items[0].Namespace
 		}
@@ -422,7 +424,7 @@ func TestCleanupAfterTheHarnessIsKilled(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	dirs, _ := filepath.Glob(filepath.Join(runs, "k8s-killed-harness", "*"))
+	dirs, _ := filepath.Glob(filepath.Join(runs, id, "*"))
 	if len(dirs) != 1 {
 		t.Fatalf("run directories %v", dirs)
 	}
