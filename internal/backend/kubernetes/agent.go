@@ -416,6 +416,18 @@ func LeaseExpired(l *coordinationv1.Lease, now time.Time) bool {
 // cleanupAgents asks every Running agent of the cluster to revert what run
 // applied (dry: to say what it would), and deletes the run's leases.
 func cleanupAgents(ctx context.Context, cfg *rest.Config, cs kubeapi.Interface, c backend.Cleanup) error {
+	call := func(ctx context.Context, p *corev1.Pod, req AgentRequest) (AgentReply, error) {
+		return CallAgent(ctx, cfg, cs, p, req)
+	}
+	return cleanupAgentsWith(ctx, cs, c, call)
+}
+
+// cleanupAgentsWith is cleanupAgents asking the agents with call. An agent
+// whose pod was deleted after it was listed (another agent install's
+// uninstall, a DaemonSet's rollout) is skipped, not an error: whatever
+// it held of the run is on its node's journal, which the agent that
+// follows it there reverts once the run's lease is gone or expires.
+func cleanupAgentsWith(ctx context.Context, cs kubeapi.Interface, c backend.Cleanup, call func(context.Context, *corev1.Pod, AgentRequest) (AgentReply, error)) error {
 	if c.RunID == "" {
 		// Without a run id, the agents revert every run whose lease is
 		// gone by themselves.
@@ -431,9 +443,11 @@ func cleanupAgents(ctx context.Context, cfg *rest.Config, cs kubeapi.Interface, 
 	var errs []error
 	for i := range agents {
 		a := &agents[i]
-		rep, err := CallAgent(ctx, cfg, cs, a, AgentRequest{Op: AgentRevertRun, Run: c.RunID, DryRun: c.DryRun})
+		rep, err := call(ctx, a, AgentRequest{Op: AgentRevertRun, Run: c.RunID, DryRun: c.DryRun})
 		if err != nil {
-			errs = append(errs, err)
+			if !agentGone(ctx, cs, a) {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		for _, what := range rep.Reverted {
@@ -449,6 +463,13 @@ func cleanupAgents(ctx context.Context, cfg *rest.Config, cs kubeapi.Interface, 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// agentGone says whether agent pod p is deleted or being deleted since it
+// was listed.
+func agentGone(ctx context.Context, cs kubeapi.Interface, p *corev1.Pod) bool {
+	now, err := cs.Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err) || (err == nil && (now.UID != p.UID || now.DeletionTimestamp != nil))
 }
 
 // ApplyRemote applies a node fault on the instance's pod through its

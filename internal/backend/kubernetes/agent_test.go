@@ -11,9 +11,11 @@ import (
 	"time"
 
 	authv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -116,4 +118,56 @@ func TestAgentEventsPolled(t *testing.T) {
 	}
 	close(b.stop)
 	b.informers.Wait()
+}
+
+// TestCleanupSkipsAnAgentDeletedMeanwhile: chaos cleanup RUN asks every
+// Running agent of the cluster; one whose pod is deleted between the list
+// and the call (another namespace's agents uninstalled meanwhile, as
+// test/kubernetes's parallel tests do) is skipped, while an agent that
+// is still there and fails is an error.
+func TestCleanupSkipsAnAgentDeletedMeanwhile(t *testing.T) {
+	agent := func(ns, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name), Labels: map[string]string{AgentAppLabel: AgentApp}},
+			Spec: corev1.PodSpec{NodeName: "n1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		failing string // the agent whose call fails
+		deleted bool   // and whose pod is deleted before it fails
+		wantErr bool
+	}{
+		{"deleted meanwhile", "gone-1", true, false},
+		{"still there", "gone-1", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "mine", Name: LeaseName("r1")}}
+			cs := fakeClient{CS: fake.NewClientset(agent("mine", "mine-1"), agent("theirs", "gone-1"), lease)}
+			var asked []string
+			call := func(ctx context.Context, p *corev1.Pod, req AgentRequest) (AgentReply, error) {
+				asked = append(asked, p.Name)
+				if p.Name != tc.failing {
+					return AgentReply{Agent: agentName(p), Reverted: []string{"reverted freeze"}}, nil
+				}
+				if tc.deleted {
+					if err := cs.Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return AgentReply{}, fmt.Errorf("agent %s: unable to upgrade connection: pods %q not found", agentName(p), p.Name)
+			}
+			var found []string
+			err := cleanupAgentsWith(ctx, cs, backend.Cleanup{RunID: "r1", Found: func(s string) { found = append(found, s) }}, call)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("cleanup: %v, want an error: %v", err, tc.wantErr)
+			}
+			if len(asked) != 2 {
+				t.Errorf("asked %v, want both agents", asked)
+			}
+			want := []string{"reverted freeze (agent mine-1@n1)", "lease mine/" + LeaseName("r1")}
+			if !slices.Equal(found, want) {
+				t.Errorf("cleanup found %q, want %q", found, want)
+			}
+		})
+	}
 }
