@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,24 +102,57 @@ func (s *Server) unlayer(l *layerDir) func(context.Context) error {
 	}
 }
 
-// onNode is a command of this binary run in the node's mount namespace:
-// nsenter enters it (nodeMountPid's), then runs the binary through this
-// process's root (/proc/<pid>/root), which is the container's image.
-func onNode(args ...string) (*exec.Cmd, error) {
-	nsenter, err := exec.LookPath("nsenter")
-	if err != nil {
-		return nil, fmt.Errorf("nsenter is needed to enter the node's mount namespace: %w", err)
-	}
+// onNode is a command of this binary run in the node's mount namespace
+// (nodeMountNS's), through this process's root (/proc/<pid>/root), which
+// is the container's image. The caller closes the namespace's file once
+// the command has run.
+func onNode(ctx context.Context, args ...string) (*exec.Cmd, *os.File, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, err
-	}
-	pid, err := nodeMountPid(os.Getpid())
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	self := fmt.Sprintf("/proc/%d/root%s", os.Getpid(), exe)
-	return exec.Command(nsenter, append([]string{"--target", strconv.Itoa(pid), "--mount", "--", self}, args...)...), nil
+	return inMountNS(ctx, os.Getpid(), append([]string{self}, args...)...)
+}
+
+// inMountNS is argv run by nsenter in nodeMountNS(pid), which it is given
+// as an open file (fd 3), not as a pid to look up: that process may have
+// exited by then.
+func inMountNS(ctx context.Context, pid int, argv ...string) (*exec.Cmd, *os.File, error) {
+	nsenter, err := exec.LookPath("nsenter")
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsenter is needed to enter the node's mount namespace: %w", err)
+	}
+	ns, err := nodeMountNS(pid)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.CommandContext(ctx, nsenter, append([]string{"--mount=/proc/self/fd/3", "--"}, argv...)...)
+	cmd.ExtraFiles = []*os.File{ns}
+	return cmd, ns, nil
+}
+
+// nodeMountNS opens the mount namespace of nodeMountPid(pid). That
+// process can be short-lived: for a process of an exec into the agent's
+// pod it is runc exec until runc exits and the shim (the runtime's
+// subreaper) becomes the parent; nsenter --target it then found it gone
+// ("cannot open /proc/<pid>/ns/mnt"). An open file of the namespace holds
+// it whatever its process does; a process gone before its file opened is
+// looked for again.
+func nodeMountNS(pid int) (*os.File, error) {
+	for try := 1; ; try++ {
+		p, err := nodeMountPid(pid)
+		if err == nil {
+			var f *os.File
+			if f, err = os.Open(fmt.Sprintf("/proc/%d/ns/mnt", p)); err == nil {
+				return f, nil
+			}
+		}
+		if !errors.Is(err, fs.ErrNotExist) || try == 50 {
+			return nil, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // nodeMountPid is a process in the mount namespace the node's container
@@ -163,11 +197,11 @@ const DetachCommand = "fs-detach"
 // DetachOnNode unmounts the layers named fsName at dir in the node's
 // mount namespace: Config.Detach of the DaemonSet's daemon.
 func DetachOnNode(ctx context.Context, dir, fsName string) error {
-	cmd, err := onNode("agent", DetachCommand, dir, fsName)
+	cmd, ns, err := onNode(ctx, "agent", DetachCommand, dir, fsName)
 	if err != nil {
 		return err
 	}
-	cmd = exec.CommandContext(ctx, cmd.Path, cmd.Args[1:]...)
+	defer ns.Close()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("unmounting the layer over %s on the node: %v: %s", dir, err, strings.TrimSpace(string(out)))
 	}
@@ -194,11 +228,12 @@ func ServeLayer(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s is not a layer's directory of this agent (%s/run-*/fs-*)\n", args[1], host)
 		return 2
 	}
-	cmd, err := onNode(args...)
+	cmd, ns, err := onNode(context.Background(), args...)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	defer ns.Close()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	err = cmd.Run()
 	var exit *exec.ExitError

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -182,5 +183,64 @@ func TestNodeMountPid(t *testing.T) {
 	}
 	if _, err := nodeMountPid(os.Getpid()); err == nil || !strings.Contains(err.Error(), "hostPID") {
 		t.Errorf("nodeMountPid(this test): %v, want no ancestor outside", err)
+	}
+}
+
+// TestInMountNSOutlivesTheProcess: the process whose mount namespace is
+// the node's (the first ancestor outside the process's own) may exit
+// before nsenter runs, as runc exec does for an exec's process; the
+// command still runs in that namespace. nsenter --target <pid> failed
+// then with "cannot open /proc/<pid>/ns/mnt".
+func TestInMountNSOutlivesTheProcess(t *testing.T) {
+	for _, tool := range []string{"unshare", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil || os.Geteuid() != 0 {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("needs root and %s: %v", tool, err)
+			}
+			t.Skipf("needs root and %s", tool)
+		}
+	}
+	// parent, in this test's mount namespace, starts a process in a
+	// namespace of its own (unshare execs sleep there, same pid), says
+	// its pid and exits when its input closes.
+	parent := exec.Command("sh", "-c", `unshare --mount sleep 30 & echo $!; read x; exit 0`)
+	in, err := parent.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	if _, err := fmt.Fscan(out, &child); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(child, syscall.SIGKILL)
+	own, _ := os.Readlink("/proc/self/ns/mnt")
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", child)); ns != "" && ns != own {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("unshare did not enter a mount namespace of its own")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd, ns, err := inMountNS(context.Background(), child, "readlink", "/proc/self/ns/mnt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	in.Close()
+	if err := parent.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cmd.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(got)) != own {
+		t.Errorf("run in the namespace of the exited parent: %v %q, want %q", err, got, own)
 	}
 }
