@@ -50,14 +50,19 @@ func throttled(pid int) int64 {
 
 // forksWorkload is a workload whose forks fail while a task limit of 8
 // holds and work after, with a check of each; a shell whose fork fails
-// dies, so the forks are a subshell's, and the script waits with a
-// builtin (read -t on a FIFO) while the limit may still hold.
+// dies, so the forks are a subshell's, and the script waits with
+// builtins (read, and read -t on a FIFO) while the limit may still hold.
+// It forks once it sees the limit in its container's pids group, and
+// again once it sees the value from before back: a fixed sleep before
+// the forks raced the limit's apply, which a loaded cluster can delay.
 const forksWorkload = `  - name: forks
     run: |
       mkfifo /tmp/tick.$$
-      sleep 5
+      f=/sys/fs/cgroup/pids/pids.max; [ -e "$f" ] || f=/sys/fs/cgroup/pids.max
+      read was < "$f"
+      until read v < "$f" && [ "$v" = 8 ]; do read -t 0.1 x <> /tmp/tick.$$; done
       ( for i in $(seq 30); do sleep 1 & done; wait ) 2> during.err
-      read -t 6 x <> /tmp/tick.$$
+      until read v < "$f" && [ "$v" = "$was" ]; do read -t 0.1 x <> /tmp/tick.$$; done
       ( sleep 0 ) && echo forked > after
     checks:
       - {name: fork-failed-while-held, kind: shell, run: 'grep -q "Resource temporarily unavailable\|can.t fork" during.err'}
