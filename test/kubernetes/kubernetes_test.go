@@ -44,11 +44,11 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 // 2 on CI). Those tests spend their time waiting: for pods to start, for
 // a lease to expire, for a run's own delays; the ones that measure CPU or
 // timing, or sweep the whole cluster, stay serial (docs/test-cluster.md).
-// Six: the parallel tests' times add up to about 500 s, and the longest
-// (TestRestartInPlaceOfAPodWhoseMainThreadExited, its image built and
-// awaited in the nodes' status) takes about 90 s, so six at a time end
-// about when it does and more would not end sooner; each starts one to
-// four pods, plus an agent per node when it installs one.
+// Six: the parallel tests' times add up to about 480 s and the longest
+// (TestSeedsGatewayScenario) takes about 60 s; six at a time ended in
+// about 90 s with the machine's two cores 60-97% busy, so more would
+// mostly compete for the CPU. Each starts one to four pods, plus an
+// agent per node when it installs one.
 const waitingParallelism = 6
 
 func run(m *testing.M) int {
