@@ -128,7 +128,10 @@ func Prove(t *testing.T, r Run) []string {
 	r.Await("network.removed", map[string]string{"operation": "thin"})
 	again := Download(t, a0)
 	logf("bandwidth 1mbit: a 256 KiB download at %.2f Mbit/s before, %.3f during, %.2f after", fastRate/1e6, thin/1e6, again/1e6)
-	if thin < 0.7e6 || thin > 1.3e6 {
+	// The limit is the ceiling; the floor only says the link still carries
+	// about the rate: a loaded machine's client reads late, and 0.693 and
+	// 0.698 Mbit/s were measured under 1mbit in CI-like runs.
+	if thin < 0.6e6 || thin > 1.3e6 {
 		t.Errorf("a download under a 1mbit limit ran at %.3f Mbit/s", thin/1e6)
 	}
 	if again < 5e6 {
