@@ -291,9 +291,15 @@ func (r *Remote) request(m ctlMsg) (int, error) {
 	r.waits[m.ID] = make(chan string, 1)
 	b, _ := json.Marshal(m)
 	_, err := r.ctl.Write(append(b, '\n'))
+	if err != nil {
+		// The stream is closed: the helper has gone, though the reader
+		// may not have seen its end yet. Say so as the reader would.
+		delete(r.waits, m.ID)
+		r.gone = true
+	}
 	r.mu.Unlock()
 	if err != nil {
-		return 0, fmt.Errorf("the file-system layer's helper over %s: %w", r.dir, err)
+		return 0, fmt.Errorf("%w (writing to it: %v)", r.goneErr(), err)
 	}
 	return m.ID, r.wait(m.ID)
 }

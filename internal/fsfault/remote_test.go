@@ -220,3 +220,23 @@ func TestStreamLayer(t *testing.T) {
 		t.Fatalf("Detach: %d %v (mounted after: %v)", n, err, mounted(t, dir2))
 	}
 }
+
+// A request to a helper whose stream is already closed, before the reader
+// has seen the stream's end, says the helper has exited, as it does once
+// the reader has: CI's TestStreamLayer once got "io: read/write on closed
+// pipe" from Unmount of a layer whose helper it had waited for.
+func TestRequestToAClosedStreamSaysTheHelperExited(t *testing.T) {
+	pr, pw := io.Pipe()
+	pr.Close()
+	r := &Remote{dir: "/layer", ctl: pw, waits: map[int]chan string{}, st: &Stream{Stderr: func() string { return "killed" }}}
+	_, err := r.request(ctlMsg{Op: "unmount"})
+	if err == nil || !strings.Contains(err.Error(), "has exited: killed") {
+		t.Fatalf("request on a closed stream: %v, want the helper has exited", err)
+	}
+	if len(r.waits) != 0 || !r.gone {
+		t.Fatalf("after a failed write: waits %v, gone %v", r.waits, r.gone)
+	}
+	if _, err := r.request(ctlMsg{Op: "unmount"}); err == nil || !strings.Contains(err.Error(), "has exited") {
+		t.Fatalf("the next request: %v", err)
+	}
+}
