@@ -188,16 +188,17 @@ func cpuOf(t *testing.T, pid int) float64 {
 	return (u + s) / 100 // USER_HZ
 }
 
-// demandOf is the time, in seconds, pid's threads have spent on a CPU or
-// runnable waiting for one (/proc/PID/task/TID/schedstat): a thread that
-// always wants a CPU adds one second a second however loaded the machine.
-func demandOf(t *testing.T, pid int) float64 {
+// demandOf is the time, in seconds, each of pid's threads has spent on a
+// CPU or runnable waiting for one (/proc/PID/task/TID/schedstat): a thread
+// that always wants a CPU adds one second a second however loaded the
+// machine.
+func demandOf(t *testing.T, pid int) map[string]float64 {
 	t.Helper()
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	if err != nil || len(tasks) == 0 {
 		t.Fatalf("no schedstat of pid %d: %v", pid, err)
 	}
-	var ns float64
+	out := map[string]float64{}
 	for _, f := range tasks {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -207,9 +208,9 @@ func demandOf(t *testing.T, pid int) float64 {
 		if _, err := fmt.Sscan(string(b), &run, &wait); err != nil {
 			t.Fatalf("%s: %q: %v", f, b, err)
 		}
-		ns += run + wait
+		out[filepath.Base(filepath.Dir(f))] = (run + wait) / 1e9
 	}
-	return ns / 1e9
+	return out
 }
 
 // groupCPU reads the CPU time, in seconds, of pid's own group, from its
@@ -675,8 +676,8 @@ func TestDiskFillGivesENOSPC(t *testing.T) {
 }
 
 // CPU stress burns inside the target's own group: the helper is in it,
-// the group's cpuacct shows it working, the helper wants a whole CPU the
-// whole time (its threads' time on a CPU plus their time waiting for one,
+// the group's cpuacct shows it working, one thread of the helper wants a
+// CPU the whole time (its time on a CPU plus its time waiting for one,
 // from schedstat, over the window: what the load does not change), and it
 // is gone after the revert. (Its share beside an unlimited busy loop, which
 // this test once bounded at 0.6, went down to 0.388 against 0.647 in CI at
@@ -697,13 +698,21 @@ func TestCPUStressBurnsInTheTargetsGroup(t *testing.T) {
 	group, dir := groupCPU(t, pid)
 	wanted := demandOf(t, helper)
 	used, free, window := sideBySide(t, group, ref, 2, time.Minute)
-	demand := (demandOf(t, helper) - wanted) / window.Seconds()
-	t.Logf("an idle target under cpu-stress 1: its group uses %.3f of a CPU (%s); an unlimited busy loop beside it %.3f; the helper wanted %.3f CPUs (over %v)", used, dir, free, demand, window.Round(time.Millisecond))
+	// The threads that wanted a CPU nearly all the time: the helper's
+	// spinning ones. Its other threads wake now and then, and wait long
+	// on a loaded machine (the helper's total was 1.39 CPUs once).
+	var spinning []float64
+	for tid, d := range demandOf(t, helper) {
+		if share := (d - wanted[tid]) / window.Seconds(); share >= 0.8 {
+			spinning = append(spinning, share)
+		}
+	}
+	t.Logf("an idle target under cpu-stress 1: its group uses %.3f of a CPU (%s); an unlimited busy loop beside it %.3f; the helper's threads that wanted a CPU all along: %.3f (over %v)", used, dir, free, spinning, window.Round(time.Millisecond))
 	if used < 0.05 {
 		t.Errorf("the target's group used %.3f of a CPU under cpu-stress 1 (a busy loop beside it: %.3f)", used, free)
 	}
-	if demand < 0.9 || demand > 1.3 {
-		t.Errorf("the stress helper wanted %.3f CPUs (on one or waiting for one) under cpu-stress 1, want 1", demand)
+	if len(spinning) != 1 {
+		t.Errorf("%d threads of the stress helper wanted a CPU all along (%.3f) under cpu-stress 1, want 1", len(spinning), spinning)
 	}
 	revert()
 	if err := syscall.Kill(helper, 0); err == nil {
