@@ -8,6 +8,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/cli"
 	"github.com/chaos-harness/chaos/internal/fault"
 	"github.com/chaos-harness/chaos/internal/fsfault"
+	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/sigcatch"
 	"github.com/chaos-harness/chaos/internal/startheap"
 )
@@ -36,9 +37,17 @@ func run() int {
 	if len(os.Args) > 1 && os.Args[1] == fsfault.ServeCommand {
 		return fsfault.ServeMain(os.Args[2:])
 	}
+	// A delay queue's helper is this binary too: it gives packets back on
+	// time at a realtime priority, apart from the harness's work.
+	if len(os.Args) > 1 && os.Args[1] == netfault.QueueCommand {
+		return netfault.QueueMain(os.Args[2:])
+	}
 	if exe, err := os.Executable(); err == nil {
 		fsfault.Helper = exe
 	}
+	// Started by the harness itself, so this very binary even if the file
+	// was replaced or removed since.
+	netfault.Helper = "/proc/self/exe"
 	dir, err := os.Getwd()
 	if err != nil {
 		dir = "."

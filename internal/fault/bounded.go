@@ -20,17 +20,19 @@ var abortGrace = 5 * time.Second
 func seeThrough(ctx context.Context) (context.Context, context.CancelFunc) {
 	bg, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	done := make(chan struct{})
+	// Read now: the goroutine may outlive the fault, and a test sets it.
+	grace := abortGrace
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-done:
 			return
 		}
-		t := time.NewTimer(abortGrace)
+		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-t.C:
-			cancel(fmt.Errorf("%w, and what the fault began was not through %s later", context.Cause(ctx), abortGrace))
+			cancel(fmt.Errorf("%w, and what the fault began was not through %s later", context.Cause(ctx), grace))
 		case <-done:
 		}
 	}()

@@ -145,7 +145,19 @@ func Apply(ctx context.Context, env Env, op Op, h backend.Handle) error {
 		}
 		return hold(ctx, env, op, func(ctx context.Context) error { return back(ctx, env, op, h) })
 	case experiment.FaultFreeze:
-		if err := h.Freeze(ctx); err != nil {
+		// A freeze that has begun is seen through, as a Down is. One that
+		// did not complete may still be asked for (cgroup.freeze written,
+		// frozen 1 never seen) with no revert registered: thaw it now, or
+		// nothing ever would.
+		if err := h.Freeze(down); err != nil {
+			if errors.Is(err, backend.ErrUnsupported) {
+				return err
+			}
+			tctx, stop := seeThrough(ctx)
+			defer stop()
+			if terr := h.Thaw(tctx); terr != nil {
+				return errors.Join(err, fmt.Errorf("thawing after the freeze failed: %w", terr))
+			}
 			return err
 		}
 		return hold(ctx, env, op, h.Thaw)

@@ -176,3 +176,76 @@ func TestAbortDuringDown(t *testing.T) {
 		t.Fatalf("calls %q, want down up ready", got)
 	}
 }
+
+// slowFreeze is a handle whose Freeze asks for the freeze, tells started,
+// and then does what freeze says: like cgroup.Freeze, one that gives up
+// leaves the freeze asked for.
+type slowFreeze struct {
+	script
+	started, aborted chan struct{}
+	freeze           func(ctx context.Context, aborted <-chan struct{}) error
+}
+
+func (s *slowFreeze) Freeze(ctx context.Context) error {
+	s.note("freeze")
+	close(s.started)
+	return s.freeze(ctx, s.aborted)
+}
+
+// TestFreezeCutShortIsThawed: a freeze that has begun is seen through an
+// abort, as a Down is, and one that did not complete is thawed before
+// Apply returns; either way nothing is left frozen with no revert to thaw
+// it.
+func TestFreezeCutShortIsThawed(t *testing.T) {
+	defer func(g time.Duration) { abortGrace = g }(abortGrace)
+	// frozenAfterAbort: the kernel says frozen just after the abort.
+	frozenAfterAbort := func(ctx context.Context, aborted <-chan struct{}) error {
+		<-aborted
+		return ctx.Err()
+	}
+	neverFrozen := func(ctx context.Context, _ <-chan struct{}) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	timedOut := func(context.Context, <-chan struct{}) error {
+		return errors.New("freezing cgroup: waiting for frozen 1: context deadline exceeded")
+	}
+	for _, c := range []struct {
+		name     string
+		duration time.Duration
+		abort    bool
+		// grace is abortGrace: long where the freeze must be seen through
+		// however slowly this test runs, short where it is never confirmed.
+		grace   time.Duration
+		freeze  func(ctx context.Context, aborted <-chan struct{}) error
+		wantErr bool
+	}{
+		{"frozen just after an abort, held for a duration", time.Hour, true, time.Minute, frozenAfterAbort, true},
+		{"frozen just after an abort, held to the flow's end", 0, true, time.Minute, frozenAfterAbort, false},
+		{"never frozen, abort", time.Hour, true, 50 * time.Millisecond, neverFrozen, true},
+		{"never frozen, the backend gave up", 0, false, time.Minute, timedOut, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			abortGrace = c.grace
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s := &slowFreeze{started: make(chan struct{}), aborted: make(chan struct{}), freeze: c.freeze}
+			if c.abort {
+				go func() {
+					<-s.started
+					cancel()
+					close(s.aborted)
+				}()
+			}
+			e := &env{}
+			err := Apply(ctx, e, Op{Fault: experiment.FaultFreeze, Duration: c.duration}, s)
+			if (err != nil) != c.wantErr {
+				t.Errorf("err %v, want an error: %v", err, c.wantErr)
+			}
+			e.flowEnd(t)
+			if got := strings.Join(s.calls, " "); got != "freeze thaw" {
+				t.Errorf("calls %q, want freeze thaw", got)
+			}
+		})
+	}
+}

@@ -365,7 +365,7 @@ func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found fun
 				desc = fmt.Sprintf("%s rule (%s on %s) of run %s on %s (%s, %s)", e.Fault, e.Mechanism, strings.Join(e.Devices, ","), e.RunID, e.Target, e.What, Key{e.NSDev, e.NSIno})
 			}
 			if dryRun {
-				found("would remove " + desc)
+				found("would remove " + desc + helpersNote(e, true))
 				ns.Close()
 				continue
 			}
@@ -376,13 +376,33 @@ func Cleanup(ctx context.Context, stateDir, runID string, dryRun bool, found fun
 				errs = append(errs, fmt.Errorf("%s: %w", desc, err))
 				continue
 			}
-			found("removed " + desc)
+			found("removed " + desc + helpersNote(e, false))
 		}
 		if !dryRun && !failed {
 			os.Remove(path)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// helpersNote stops (or, in a dry run, names) the delay queue helpers of
+// a latency rule that are still running and says so.
+func helpersNote(e Entry, dryRun bool) string {
+	if e.Mechanism != MechQueue || e.Table == "" {
+		return ""
+	}
+	pids := stopHelpers(e.Table, dryRun)
+	if len(pids) == 0 {
+		return ""
+	}
+	list := make([]string, len(pids))
+	for i, pid := range pids {
+		list[i] = strconv.Itoa(pid)
+	}
+	if dryRun {
+		return ", and would stop its delay queue helper (pid " + strings.Join(list, ", ") + ")"
+	}
+	return ", and stopped its delay queue helper (pid " + strings.Join(list, ", ") + ")"
 }
 
 // findNS opens the namespace of a journal entry, if a process is still in

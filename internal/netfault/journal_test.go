@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/journalfile"
+	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 const testRun = "20260101T000000Z-abcd"
@@ -248,14 +249,22 @@ func TestKilledHarnessHelper(t *testing.T) {
 func TestCleanupAfterKill(t *testing.T) {
 	lab := newLab(t)
 	m := member(t, lab, "a")
-	for _, fault := range []string{Latency, Loss, Bandwidth, Reset, Blackhole, Partition} {
-		t.Run(fault, func(t *testing.T) {
+	// "latency, helper stopped": the delay queue's helper cannot see the
+	// harness die (SIGSTOP), so it would hold its packets and its queue
+	// for good; cleanup must end it.
+	for i, fault := range []string{Latency, Latency + ", helper stopped", Loss, Bandwidth, Reset, Blackhole, Partition} {
+		fault, stopHelper := strings.CutSuffix(fault, ", helper stopped")
+		name := fault
+		if stopHelper {
+			name += "-helper-stopped"
+		}
+		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			stop := holdNS(t, m.NS)
 			defer stop()
 			holder := heldBy(t, m.NS)
 			state, system := t.TempDir(), t.TempDir()
-			run := fmt.Sprintf("20260101T0000%02dZ-%04x", len(fault), os.Getpid()&0xffff)
+			run := fmt.Sprintf("20260101T0000%02dZ-%04x", i, os.Getpid()&0xffff)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHarnessHelper$", "-test.v")
 			cmd.Env = append(os.Environ(), "CHAOS_NETFAULT_HARNESS="+fault, "CHAOS_NETFAULT_RUN="+run, "CHAOS_NETFAULT_STATE="+state, "CHAOS_NETFAULT_SYSTEM="+system,
 				"CHAOS_NETFAULT_PID="+strconv.Itoa(holder), "CHAOS_NETFAULT_ADDR="+m.Addr.String(), "CHAOS_NETFAULT_PEER="+lab.Host.String())
@@ -283,8 +292,27 @@ func TestCleanupAfterKill(t *testing.T) {
 			if len(harnessRules(ctx, m.NS)) == 0 {
 				t.Fatalf("nothing of %s in the namespace while it is applied", fault)
 			}
+			var helpers []int
+			if fault == Latency {
+				f := strings.Fields(applied)
+				helpers, _ = proc.FindByMarker(queueMarker + "=" + f[len(f)-1])
+				if len(helpers) != 1 {
+					t.Fatalf("delay queue helpers of %q: %v, want one", applied, helpers)
+				}
+			}
+			if stopHelper {
+				syscall.Kill(helpers[0], syscall.SIGSTOP)
+			}
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
+			if fault == Latency && !stopHelper {
+				// A helper that can run sees the harness die (its standard
+				// input closes) and ends by itself; cleanup, run before it
+				// has, would end it too, and this would prove nothing.
+				if waitGone(helpers[0], 5*time.Second) != nil {
+					t.Fatalf("the delay queue helper %d still runs 5 s after its harness was SIGKILLed", helpers[0])
+				}
+			}
 			var found []string
 			if err := Cleanup(ctx, state, run, true, func(s string) { found = append(found, s) }); err != nil {
 				t.Fatal(err)
@@ -300,8 +328,13 @@ func TestCleanupAfterKill(t *testing.T) {
 			if err := Cleanup(ctx, state, run, false, func(s string) { found = append(found, s) }); err != nil {
 				t.Fatal(err)
 			}
-			if len(found) != 1 || !strings.HasPrefix(found[0], "removed "+fault) {
+			if len(found) != 1 || !strings.HasPrefix(found[0], "removed "+fault) || stopHelper != strings.Contains(found[0], "stopped its delay queue helper") {
 				t.Errorf("cleanup says %q", found)
+			}
+			for _, pid := range helpers {
+				if waitGone(pid, 5*time.Second) != nil {
+					t.Errorf("the delay queue helper %d is still there after cleanup", pid)
+				}
 			}
 			if left := harnessRules(ctx, m.NS); len(left) != 0 {
 				t.Errorf("left after cleanup: %q", left)
@@ -341,4 +374,15 @@ func heldBy(t *testing.T, ns *NS) int {
 	}
 	t.Fatal("no process holds the namespace")
 	return 0
+}
+
+// waitGone waits until pid is no longer a live process (gone, or a
+// zombie whose files are closed).
+func waitGone(pid int, within time.Duration) error {
+	for end := time.Now().Add(within); proc.Alive(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			return fmt.Errorf("pid %d still alive after %v", pid, within)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -17,7 +18,24 @@ import (
 // sending, TCP small queues, and the p50 was 65-69 ms), and a bulk
 // transfer through a 1 ms latency runs at least half as fast as without
 // it (it ran at 0.29 of it).
+//
+// Both ways the queue can run: in its helper process (what the chaos
+// binary does) and on a goroutine of the harness (no helper binary).
 func TestDelayQueueKeepsUp(t *testing.T) {
+	for _, where := range []string{"helper", "harness"} {
+		t.Run(where, func(t *testing.T) {
+			if where == "harness" {
+				defer func(h string) { Helper = h }(Helper)
+				Helper = ""
+			} else if Helper == "" {
+				t.Fatal("no helper binary")
+			}
+			delayQueueKeepsUp(t, where)
+		})
+	}
+}
+
+func delayQueueKeepsUp(t *testing.T, where string) {
 	lab := newLab(t)
 	m := member(t, lab, "a")
 	ctx := context.Background()
@@ -43,7 +61,7 @@ func TestDelayQueueKeepsUp(t *testing.T) {
 			}
 			go func() {
 				defer c.Close()
-				for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+				for end := time.Now().Add(time.Second); time.Now().Before(end); {
 					if _, err := c.Write(buf); err != nil {
 						return
 					}
@@ -69,18 +87,31 @@ func TestDelayQueueKeepsUp(t *testing.T) {
 		}
 		return float64(n*8) / time.Since(start).Seconds() / 1e6
 	}
-	base := download()
-	r, err := mgr.Apply(ctx, tg, Spec{Fault: Latency, Delay: time.Millisecond}, Op{Operation: "slow"})
-	if err != nil {
-		t.Fatal(err)
+	// Without and through the latency in turn, three times: the ratio
+	// judged is the median of the three, so a spell of load from another
+	// test (one in CI made a single pair 0.48) weighs on one pair only.
+	var ratios []float64
+	var r *Rule
+	for range 3 {
+		base := download()
+		var err error
+		r, err = mgr.Apply(ctx, tg, Spec{Fault: Latency, Delay: time.Millisecond}, Op{Operation: "slow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{"helper": "a helper process at ", "harness": "a goroutine of the harness"}[where]; r.q == nil || !strings.HasPrefix(r.q.sched, want) {
+			t.Fatalf("the delay queue runs %+v, want %q", r.q, want)
+		}
+		through := download()
+		if err := mgr.Remove(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("bulk %.0f Mbit/s, through 1ms of %s %.0f Mbit/s (%.2f)", base, r.Mechanism, through, through/base)
+		ratios = append(ratios, through/base)
 	}
-	through := download()
-	if err := mgr.Remove(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("bulk %.0f Mbit/s, through 1ms of %s %.0f Mbit/s (%.2f)", base, r.Mechanism, through, through/base)
-	if through < base/2 {
-		t.Errorf("through a 1ms latency %.0f Mbit/s, without %.0f", through, base)
+	slices.Sort(ratios)
+	if ratios[1] < 0.5 {
+		t.Errorf("through a 1ms latency, bulk ran at %.2f of its rate without (median of %.2f), want at least half", ratios[1], ratios)
 	}
 
 	// A message a millisecond to an echo server in the member, through
@@ -88,7 +119,7 @@ func TestDelayQueueKeepsUp(t *testing.T) {
 	// of this process, measured meanwhile, is as late as the scheduler
 	// makes it (the machine is shared: a p99 of 94 ms was once all load).
 	l := listenIn(t, m.NS, m.Addr)
-	r, err = mgr.Apply(ctx, tg, Spec{Fault: Latency, Delay: 50 * time.Millisecond}, Op{Operation: "slow"})
+	r, err := mgr.Apply(ctx, tg, Spec{Fault: Latency, Delay: 50 * time.Millisecond}, Op{Operation: "slow"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -246,6 +246,9 @@ func (m *Manager) applied(ctx context.Context, r *Rule) {
 	if s.Fault == Reset {
 		fields = append(fields, rundir.F("connections_aborted", r.aborted))
 	}
+	if r.q != nil {
+		fields = append(fields, rundir.F("delay_queue", r.q.sched))
+	}
 	fields = append(fields, rundir.F("at", r.Applied.UTC().Format(time.RFC3339Nano)), rundir.F("kernel", strings.TrimSpace(r.Kernel)))
 	m.cfg.Record("network.applied", fields...)
 }
@@ -450,7 +453,7 @@ func (m *Manager) apply(ctx context.Context, r *Rule) error {
 
 func (m *Manager) applyQueue(ctx context.Context, r *Rule) error {
 	s := r.Spec
-	q, err := openQueue(r.ns, r.Queue, delaySampler(s.Delay, s.Jitter, s.Correlation/100, s.Seed))
+	q, err := openQueue(ctx, r.ns, r.Queue, delayParams{Delay: s.Delay, Jitter: s.Jitter, Corr: s.Correlation / 100, Seed: s.Seed, Chain: r.Table})
 	if err != nil {
 		return err
 	}

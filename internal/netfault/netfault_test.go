@@ -16,6 +16,18 @@ import (
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
+// TestMain lets the test binary be the delay queue's helper, as the chaos
+// binary is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == QueueCommand {
+		os.Exit(QueueMain(os.Args[2:]))
+	}
+	if exe, err := os.Executable(); err == nil {
+		Helper = exe
+	}
+	os.Exit(m.Run())
+}
+
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {

@@ -1,24 +1,26 @@
 package netfault
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 // The delay queue: where the kernel has no netem (sch_netem), latency is a
-// rule that hands every packet the namespace sends to a netfilter queue
-// (iptables NFQUEUE, with --queue-bypass), and the harness gives each packet
-// back (accepts it) once its delay has passed. The kernel holds the packets
-// meanwhile; the harness sees only their ids. Packets keep their order: a
-// packet is never given back before one sent earlier.
+// rule that hands every packet the namespace receives to a netfilter queue
+// (iptables NFQUEUE, with --queue-bypass), and a loop (serveQueue, in a
+// helper process: queuehelper.go) gives each packet back (accepts it) once
+// its delay has passed. The kernel holds the packets meanwhile; the loop
+// sees only their ids. Packets keep their order: a packet is never given
+// back before one that came earlier.
 
 // nfnetlink_queue's protocol (linux/netfilter/nfnetlink_queue.h).
 const (
@@ -46,53 +48,55 @@ const (
 	queueMaxLen = 16384
 )
 
-// delayQueue gives back the packets of one netfilter queue after a delay.
-type delayQueue struct {
-	f     *os.File
-	num   uint16
-	delay func() time.Duration
-
-	mu      sync.Mutex
-	pending []held
-	lastDue time.Time
-	maxID   uint32
-	any     bool
-	wake    chan struct{}
-	done    chan struct{}
-	stopped bool
-	err     error
-	// Counts, for the evidence.
-	Delayed uint64
+// delayParams are what a delay queue draws each packet's delay from.
+type delayParams struct {
+	Delay, Jitter time.Duration
+	Corr          float64 // 0 to 1
+	Seed          uint64
+	// Chain is the rule's chain: the helper carries it in its
+	// environment (queueMarker), so chaos cleanup can find it.
+	Chain string
 }
 
-type held struct {
-	id  uint32
-	due time.Time
-}
-
-// delaySampler returns a function that draws each packet's delay: delay,
-// give or take jitter, each draw following the previous one by corr (0 to
-// 1), as netem's correlated uniform jitter.
-func delaySampler(delay, jitter time.Duration, corr float64, seed uint64) func() time.Duration {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+// sampler returns a function that draws each packet's delay: Delay, give
+// or take Jitter, each draw following the previous one by Corr, as
+// netem's correlated uniform jitter.
+func (p delayParams) sampler() func() time.Duration {
+	rng := rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))
 	last := rng.Float64()
 	return func() time.Duration {
-		if jitter <= 0 {
-			return delay
+		if p.Jitter <= 0 {
+			return p.Delay
 		}
-		u := (1-corr)*rng.Float64() + corr*last
+		u := (1-p.Corr)*rng.Float64() + p.Corr*last
 		last = u
-		d := delay + time.Duration((2*u-1)*float64(jitter))
-		if d < 0 {
-			d = 0
-		}
-		return d
+		return max(p.Delay+time.Duration((2*u-1)*float64(p.Jitter)), 0)
 	}
 }
 
+// delayQueue gives back the packets of one netfilter queue after a delay,
+// in a helper process (startQueueHelper) or, when there is no helper binary,
+// on a goroutine of the harness.
+type delayQueue struct {
+	num uint16
+	// stop is the write end of the queue loop's control pipe: closing it
+	// tells the loop to give back what it holds and end.
+	stop *os.File
+	// done is closed when the loop has ended; delayed and err are set
+	// before.
+	done    chan struct{}
+	delayed uint64
+	err     error
+	// proc is the helper process, if the loop runs in one.
+	proc *os.Process
+	// sched says where the loop runs and how it is scheduled.
+	sched string
+	once  sync.Once
+}
+
 // openQueue binds queue num in ns and starts giving its packets back after
-// delay().
-func openQueue(ns *NS, num uint16, delay func() time.Duration) (*delayQueue, error) {
+// their delay; ctx bounds the start of its helper.
+func openQueue(ctx context.Context, ns *NS, num uint16, p delayParams) (*delayQueue, error) {
 	var fd int
 	err := inNS(ns, func() error {
 		var err error
@@ -109,7 +113,6 @@ func openQueue(ns *NS, num uint16, delay func() time.Duration) (*delayQueue, err
 		unix.Close(fd)
 		return nil, fmt.Errorf("netfilter queue bind: %w", err)
 	}
-	q := &delayQueue{num: num, delay: delay, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	// Configure while blocking, reading each acknowledgement.
 	cmd := make([]byte, 4)
 	cmd[0] = nfqnlCfgCmdBind
@@ -134,13 +137,26 @@ func openQueue(ns *NS, num uint16, delay func() time.Duration) (*delayQueue, err
 			return nil, fmt.Errorf("netfilter queue %d config: %w", num, err)
 		}
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
+	if Helper != "" {
+		return startQueueHelper(ctx, fd, num, p)
+	}
+	return startQueueHere(fd, num, p)
+}
+
+// startQueueHere runs the queue's loop on a goroutine of the harness.
+func startQueueHere(fd int, num uint16, p delayParams) (*delayQueue, error) {
+	ctl, stop, err := os.Pipe()
+	if err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
-	q.f = os.NewFile(uintptr(fd), fmt.Sprintf("nfqueue-%d", num))
-	go q.read()
-	go q.give()
+	q := &delayQueue{num: num, stop: stop, done: make(chan struct{}), sched: "a goroutine of the harness"}
+	go func() {
+		defer close(q.done)
+		q.delayed, q.err = serveQueue(fd, int(ctl.Fd()), num, p.sampler(), plainSys)
+		unix.Close(fd)
+		ctl.Close()
+	}()
 	return q, nil
 }
 
@@ -183,42 +199,6 @@ func readAck(fd int) error {
 	return errors.New("no acknowledgement")
 }
 
-// read takes the kernel's packet notices and queues each packet's id with
-// the moment it is due.
-func (q *delayQueue) read() {
-	buf := make([]byte, 1<<16)
-	for {
-		n, err := q.f.Read(buf)
-		if err != nil {
-			if errors.Is(err, unix.ENOBUFS) {
-				continue // notices lost; their packets went through (fail-open)
-			}
-			if !errors.Is(err, os.ErrClosed) && !errors.Is(err, io.EOF) {
-				q.mu.Lock()
-				if !q.stopped {
-					q.err = err
-				}
-				q.mu.Unlock()
-			}
-			return
-		}
-		now := time.Now()
-		for b := buf[:n]; len(b) >= unix.NLMSG_HDRLEN; {
-			l := int(binary.NativeEndian.Uint32(b))
-			if l < unix.NLMSG_HDRLEN || l > len(b) {
-				break
-			}
-			typ := binary.NativeEndian.Uint16(b[4:])
-			if typ == uint16(unix.NFNL_SUBSYS_QUEUE)<<8|nfqnlMsgPacket {
-				if id, ok := packetID(b[unix.NLMSG_HDRLEN+4 : l]); ok {
-					q.push(id, now)
-				}
-			}
-			b = b[(l+3)&^3:]
-		}
-	}
-}
-
 // packetID finds NFQA_PACKET_HDR's packet id among a notice's attributes.
 func packetID(attrs []byte) (uint32, bool) {
 	for len(attrs) >= 4 {
@@ -235,112 +215,224 @@ func packetID(attrs []byte) (uint32, bool) {
 	return 0, false
 }
 
-func (q *delayQueue) push(id uint32, now time.Time) {
-	due := now.Add(q.delay())
-	q.mu.Lock()
-	if due.Before(q.lastDue) {
-		due = q.lastDue // never before a packet sent earlier
-	}
-	q.lastDue = due
-	first := len(q.pending) == 0
-	q.pending = append(q.pending, held{id, due})
-	q.maxID, q.any = id, true
-	q.Delayed++
-	q.mu.Unlock()
-	// Packets are due in the order they came, so only a packet that finds
-	// the queue empty changes when the giver must wake next.
-	if first {
-		select {
-		case q.wake <- struct{}{}:
-		default:
-		}
-	}
+// ring holds the packets a queue delays, oldest first, with the moment
+// each is due (ns since the loop began). The kernel holds at most
+// queueMaxLen packets in a queue, so the ring never grows: the loop
+// allocates nothing once it runs.
+type ring struct {
+	ids       [queueMaxLen]uint32
+	due       [queueMaxLen]int64
+	head, len int
 }
 
-// give accepts each packet once it is due, in batches.
-func (q *delayQueue) give() {
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
+func (r *ring) push(id uint32, due int64) bool {
+	if r.len == queueMaxLen {
+		return false
+	}
+	i := (r.head + r.len) % queueMaxLen
+	r.ids[i], r.due[i] = id, due
+	r.len++
+	return true
+}
+
+func (r *ring) pop() {
+	r.head = (r.head + 1) % queueMaxLen
+	r.len--
+}
+
+// queueSys are the system calls of a queue's loop. In the harness they
+// are Go's usual ones; in the helper they are raw: a thread blocked in a
+// raw call keeps the helper's one P, so it never waits for Go's
+// scheduler to run again (and Go's monitor never starts another thread
+// to take the P over). The two sets are written out in full: a pointer
+// turned into a uintptr stays valid only within the very call to
+// Syscall6 or RawSyscall6 it is written in.
+type queueSys struct {
+	recv func(fd int, b []byte) (int, unix.Errno)
+	send func(fd int, b []byte) unix.Errno
+	poll func(fds []unix.PollFd, timeout *unix.Timespec) unix.Errno
+}
+
+var plainSys = queueSys{
+	recv: func(fd int, b []byte) (int, unix.Errno) {
+		n, _, e := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT, 0, 0)
+		return int(n), e
+	},
+	send: func(fd int, b []byte) unix.Errno {
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
+		return e
+	},
+	poll: func(fds []unix.PollFd, ts *unix.Timespec) unix.Errno {
+		_, _, e := unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+		return e
+	},
+}
+
+var rawSys = queueSys{
+	recv: func(fd int, b []byte) (int, unix.Errno) {
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), unix.MSG_DONTWAIT, 0, 0)
+		return int(n), e
+	},
+	send: func(fd int, b []byte) unix.Errno {
+		_, _, e := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0, 0, 0)
+		return e
+	},
+	poll: func(fds []unix.PollFd, ts *unix.Timespec) unix.Errno {
+		_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), uintptr(len(fds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+		return e
+	},
+}
+
+// stopDrain is how long a queue told to stop still takes packet notices
+// already on their way before it gives back all it holds.
+const stopDrain = 50 * time.Millisecond
+
+// serveQueue is a delay queue's whole work, one loop on one thread: it
+// waits for packet notices on fd (queue num) or for the moment the oldest
+// packet held is due, and gives back every packet due, with one verdict.
+// Packets keep their order: none is given back before one that came
+// earlier. When ctl is readable or hung up it takes notices for
+// stopDrain more, gives back everything at once and returns how many
+// packets it delayed.
+func serveQueue(fd, ctl int, num uint16, delay func() time.Duration, sys queueSys) (uint64, error) {
+	r := new(ring)
+	buf := make([]byte, 1<<16)
 	verdict := make([]byte, 0, 64)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(ctl), Events: unix.POLLIN}}
+	epoch := time.Now()
+	var (
+		lastDue, stopAt int64 = 0, -1
+		maxID           uint32
+		any             bool
+		delayed         uint64
+		ts              unix.Timespec
+	)
+	give := func(id uint32) error {
+		verdict = acceptUpTo(verdict[:0], num, id)
+		if e := sys.send(fd, verdict); e != 0 {
+			return fmt.Errorf("netfilter queue %d verdict: %w", num, e)
+		}
+		return nil
+	}
 	for {
-		q.mu.Lock()
-		now := time.Now()
-		var last uint32
-		n := 0
-		for n < len(q.pending) && !q.pending[n].due.After(now) {
-			last = q.pending[n].id
+		now := int64(time.Since(epoch))
+		n, last := 0, uint32(0)
+		for r.len > 0 && r.due[r.head] <= now {
+			last = r.ids[r.head]
+			r.pop()
 			n++
 		}
-		q.pending = q.pending[n:]
-		var next time.Duration = time.Hour
-		if len(q.pending) > 0 {
-			next = time.Until(q.pending[0].due)
-		}
-		q.mu.Unlock()
 		if n > 0 {
-			verdict = q.accept(verdict[:0], last)
-		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
+			if err := give(last); err != nil {
+				return delayed, err
 			}
 		}
-		t.Reset(max(next, 0))
-		select {
-		case <-q.done:
-			return
-		case <-q.wake:
-		case <-t.C:
+		if stopAt >= 0 && now >= stopAt {
+			if any {
+				return delayed, give(maxID)
+			}
+			return delayed, nil
+		}
+		wait := int64(-1)
+		if r.len > 0 {
+			wait = r.due[r.head] - now
+		}
+		if stopAt >= 0 && (wait < 0 || stopAt-now < wait) {
+			wait = stopAt - now
+		}
+		tsp := (*unix.Timespec)(nil)
+		if wait >= 0 {
+			ts = unix.NsecToTimespec(wait)
+			tsp = &ts
+		}
+		fds[0].Revents, fds[1].Revents = 0, 0
+		if e := sys.poll(fds, tsp); e != 0 && e != unix.EINTR {
+			return delayed, fmt.Errorf("netfilter queue %d: poll: %w", num, e)
+		}
+		if fds[1].Revents != 0 {
+			stopAt = int64(time.Since(epoch) + stopDrain)
+			fds[1].Fd = -1 // asked once is enough
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		for {
+			k, e := sys.recv(fd, buf)
+			if e == unix.EAGAIN || e == unix.EINTR {
+				break
+			}
+			if e == unix.ENOBUFS {
+				continue // notices lost; their packets went through (fail-open)
+			}
+			if e != 0 {
+				return delayed, fmt.Errorf("netfilter queue %d: %w", num, e)
+			}
+			now := int64(time.Since(epoch))
+			for b := buf[:k]; len(b) >= unix.NLMSG_HDRLEN; {
+				l := int(binary.NativeEndian.Uint32(b))
+				if l < unix.NLMSG_HDRLEN || l > len(b) {
+					break
+				}
+				typ := binary.NativeEndian.Uint16(b[4:])
+				if typ == uint16(unix.NFNL_SUBSYS_QUEUE)<<8|nfqnlMsgPacket {
+					if id, ok := packetID(b[unix.NLMSG_HDRLEN+4 : l]); ok {
+						due := max(now+int64(delay()), lastDue) // never before a packet that came earlier
+						if !r.push(id, due) {
+							// Full (the kernel let more through than its
+							// queue holds): the oldest goes now.
+							if err := give(r.ids[r.head]); err != nil {
+								return delayed, err
+							}
+							r.pop()
+							r.push(id, due)
+						}
+						lastDue, maxID, any = due, id, true
+						delayed++
+					}
+				}
+				b = b[min((l+3)&^3, len(b)):]
+			}
 		}
 	}
 }
 
-// accept gives back every packet up to id (one verdict for them all),
-// building the message in buf, which it returns for the next.
-func (q *delayQueue) accept(buf []byte, id uint32) []byte {
+// acceptUpTo appends the verdict that gives back every packet up to id
+// (one verdict for them all) to buf.
+func acceptUpTo(buf []byte, num uint16, id uint32) []byte {
 	var v [8]byte
 	binary.BigEndian.PutUint32(v[:], nfAccept)
 	binary.BigEndian.PutUint32(v[4:], id)
-	buf = appendNfq(buf, nfqnlMsgVerdictBatch, q.num, 0, unix.NLM_F_REQUEST, []nlattr{{nfqaVerdictHdr, v[:]}})
-	_, _ = q.f.Write(buf)
-	return buf
+	return appendNfq(buf, nfqnlMsgVerdictBatch, num, 0, unix.NLM_F_REQUEST, []nlattr{{nfqaVerdictHdr, v[:]}})
 }
 
 // Close gives back every packet still held, at once, and unbinds the
 // queue. The rule that fills the queue must be gone first.
 func (q *delayQueue) Close() error {
-	q.mu.Lock()
-	if q.stopped {
-		q.mu.Unlock()
-		return nil
+	q.once.Do(func() { q.stop.Close() })
+	select {
+	case <-q.done:
+	case <-time.After(helperStopTimeout):
+		// A helper that does not end (stopped, frozen) would hold the
+		// packets it has and keep its queue bound.
+		if q.proc != nil {
+			_ = q.proc.Kill()
+		}
+		<-q.done
+		return errors.Join(q.err, fmt.Errorf("netfilter queue %d: its helper did not end within %v of being told to, so it was killed", q.num, helperStopTimeout))
 	}
-	q.stopped = true
-	q.mu.Unlock()
-	// Notices already on their way are taken for a moment, then all is
-	// given back.
-	time.Sleep(50 * time.Millisecond)
-	close(q.done)
-	q.mu.Lock()
-	maxID, any := q.maxID, q.any
-	q.pending = nil
-	q.mu.Unlock()
-	if any {
-		q.accept(nil, maxID)
-	}
-	return q.f.Close()
-}
-
-// Count is how many packets the queue delayed.
-func (q *delayQueue) Count() uint64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.Delayed
-}
-
-// Err is what broke the queue's reading, if anything did.
-func (q *delayQueue) Err() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	return q.err
+}
+
+// helperStopTimeout is how long a queue told to stop may take: its drain
+// (stopDrain) and its last verdict.
+const helperStopTimeout = 5 * time.Second
+
+// Count is how many packets the queue delayed; known once it is closed.
+func (q *delayQueue) Count() uint64 {
+	select {
+	case <-q.done:
+		return q.delayed
+	default:
+		return 0
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Preflight says whether this machine can apply faults: root, the host's
@@ -81,8 +80,10 @@ func Preflight(ctx context.Context, faults []string) (bool, string) {
 		case err != nil && !isNoNetem(err):
 			return false, "tc: " + err.Error()
 		default:
-			q, qerr := openQueue(ns, 1, func() time.Duration { return 0 })
+			q, qerr := openQueue(ctx, ns, 1, delayParams{Chain: "CHAOS_preflight"})
+			how := ""
 			if qerr == nil {
+				how = q.sched
 				qerr = applyChain(ctx, ns, MechQueue, queueRules("CHAOS_preflight", 1), "CHAOS_preflight", nil, Latency)
 				q.Close()
 			}
@@ -93,7 +94,7 @@ func Preflight(ctx context.Context, faults []string) (bool, string) {
 			if err == nil {
 				why = "CHAOS_NETEM=off"
 			}
-			lines = append(lines, fmt.Sprintf("latency: a delay queue (iptables NFQUEUE; %s)", why))
+			lines = append(lines, fmt.Sprintf("latency: a delay queue (iptables NFQUEUE, %s; %s)", how, why))
 		}
 	}
 	return true, strings.Join(lines, "; ")

@@ -75,7 +75,7 @@ var Events = []EventSpec{
 
 	{"network.created", []string{"subnet", "host", "link", "members"}},
 	{"network.applied", []string{"operation", "run", "uses", "target", "rule", "netns", "mechanism", "name", "devices",
-		"correlation", "delay", "jitter", "percent", "rate", "drop_from", "drop_to", "connections_aborted", "kernel"}},
+		"correlation", "delay", "jitter", "percent", "rate", "drop_from", "drop_to", "connections_aborted", "delay_queue", "kernel"}},
 	{"network.removed", []string{"operation", "run", "uses", "target", "rule", "packets_delayed", "error"}},
 
 	{"resource.applied", []string{"operation", "uses", "run", "target", "what", "writes", "device", "device_of", "helper_pid", "file", "filled", "free"}},

@@ -7,12 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	dockerbe "github.com/chaos-harness/chaos/internal/backend/docker"
+	"github.com/chaos-harness/chaos/internal/netfault"
 	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
 )
 
@@ -186,5 +190,76 @@ func TestNetworkFaultsOnDocker(t *testing.T) {
 	}
 	if err := json.Unmarshal(data, &c); err != nil || c.Left != 0 || len(c.Rules) != 7 {
 		t.Errorf("system/network.json: left %d, %d rules (%v)", c.Left, len(c.Rules), err)
+	}
+}
+
+// TestNetworkFaultsOnAContainerCleanedUpAfterSIGKILL: all six network
+// faults (latency through the delay queue, bandwidth through tbf, loss, a
+// blackhole, a reset and a partition of a container target from the run's
+// instance) held while the harness is SIGKILLed, with the target's network
+// namespace held open by a process of the test's (as a pod's outlives its
+// containers; issue 25: nothing of a run may be left anywhere after chaos
+// cleanup). The rules are there; chaos cleanup --backend docker RUN
+// removes every one from that namespace, ends the delay queue helper and
+// removes the run's containers.
+func TestNetworkFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
+	needDocker(t)
+	needRoot(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	adapterFile := containerAdapter(t, dir, "docker-net-killed", "store", "netk", "chaos/busybox:latest sleep 600")
+	x := writeFile(t, filepath.Join(dir, "x.yaml"), netfaulttest.HeldFaultsExperiment("docker-net-killed", "store"))
+	r := startBG(t, "docker-net-killed", "--plain", "--adapter", adapterFile, x)
+	runDir := r.dir()
+	runID := filepath.Base(runDir)
+	r.await(runDir, "network.partition", map[string]string{"operation": "split", "edge": "on"}, 90*time.Second)
+	res, err := cli.ContainerInspect(ctx, "chaos-netk-"+runID, client.ContainerInspectOptions{})
+	if err != nil || res.Container.State == nil || !res.Container.State.Running {
+		t.Fatalf("the target's container: %v", err)
+	}
+	holder := exec.Command("nsenter", "-t", strconv.Itoa(res.Container.State.Pid), "-n", "--", "sleep", "600")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	helpers := func() []int {
+		return processes(func(proc string) bool {
+			env, _ := os.ReadFile(proc + "/environ")
+			cmd, _ := os.ReadFile(proc + "/cmdline")
+			return strings.Contains(string(env), "CHAOS_RUNS_DIR="+r.runs+"\x00") && strings.Contains(string(cmd), netfault.QueueCommand)
+		})
+	}
+	before := netfaulttest.NamespaceState(t, holder.Process.Pid)
+	switch {
+	case !strings.Contains(before, "CHAOS_"):
+		t.Fatalf("the killed run left no iptables chain in the target's namespace to clean up:\n%s", before)
+	case !strings.Contains(before, "tbf"):
+		t.Fatalf("the killed run left no bandwidth qdisc in the target's namespace:\n%s", before)
+	case strings.Count(before, "table inet chaos_") < 2:
+		t.Fatalf("the killed run left fewer than two nftables tables (the reset's and the partition's) in the target's namespace:\n%s", before)
+	case len(helpers()) != 1:
+		t.Fatalf("delay queue helpers of the run: %v, want one", helpers())
+	}
+	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(10 * time.Second)
+	dry, _ := exec.Command(chaosBin, "cleanup", "--dry-run", "--backend", "docker", runDir).CombinedOutput()
+	t.Logf("chaos cleanup --dry-run said:\n%s", dry)
+	out, err := exec.Command(chaosBin, "cleanup", "--backend", "docker", runDir).CombinedOutput()
+	t.Logf("chaos cleanup said:\n%s", out)
+	if err != nil {
+		t.Fatalf("chaos cleanup: %v", err)
+	}
+	after := netfaulttest.NamespaceState(t, holder.Process.Pid)
+	if strings.Contains(after, "CHAOS_") || strings.Contains(strings.ToLower(after), "chaos") || strings.Contains(after, "tbf") {
+		t.Errorf("after chaos cleanup the target's namespace still holds the run's rules:\n%s", after)
+	}
+	if h := helpers(); len(h) > 0 {
+		t.Errorf("delay queue helpers left after chaos cleanup: %v", h)
+	}
+	f := client.Filters{}.Add("label", dockerbe.LabelRun+"="+runID)
+	if list, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err != nil || len(list.Items) > 0 {
+		t.Errorf("containers of the run left after chaos cleanup: %v (%v)", list, err)
 	}
 }

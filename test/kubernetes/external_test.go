@@ -3,9 +3,7 @@ package kubernetes_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -295,22 +293,6 @@ flow:
 	}
 }
 
-// netState is what the network namespace of pid holds that a fault could
-// have left: the nftables ruleset, the iptables rules (iptables-save, both
-// legacy and nft back ends print theirs) and the qdiscs.
-func netState(t *testing.T, pid int) string {
-	t.Helper()
-	var b strings.Builder
-	for _, c := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save"}, {"tc", "qdisc", "show"}} {
-		out, err := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(pid), "-n", "--"}, c...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s in the namespace of %d: %v\n%s", strings.Join(c, " "), pid, err, out)
-		}
-		b.Write(out)
-	}
-	return b.String()
-}
-
 // TestExternalNetworkFaultsCleanedUpAfterSIGKILL: all six network faults
 // (latency through the delay queue, bandwidth through tbf, loss, a
 // blackhole, a reset and a partition of the gateway from the run's pod)
@@ -329,20 +311,7 @@ func TestExternalNetworkFaultsCleanedUpAfterSIGKILL(t *testing.T) {
 	gw := testNamespace(t, cs, "chaos-gwnet", map[string]string{kbackend.ConsentKey: "true"})
 	installGateway(t, cs, gw)
 	adapterFile := openshellAdapter(t, gw)
-	x := write(t, "net.yaml", `apiVersion: chaos/v1alpha1
-id: k8s-external-net-killed
-workloads:
-  - {name: w, run: "sleep 120"}
-operations:
-  - {name: slow, uses: latency, target: gateway, network: {delay: 50ms}}
-  - {name: thin, uses: bandwidth, target: gateway, network: {rate: 1mbit}}
-  - {name: lossy, uses: loss, target: gateway, network: {percent: 30}}
-  - {name: hole, uses: blackhole, target: gateway}
-  - {name: refuse, uses: reset, target: gateway}
-  - {name: split, uses: partition, network: {groups: [[gateway], [w]]}}
-flow:
-  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, slow, thin, lossy, hole, refuse, split]}]
-`)
+	x := write(t, "net.yaml", netfaulttest.HeldFaultsExperiment("k8s-external-net-killed", "gateway"))
 	runs := t.TempDir()
 	startKilled(t, runs, func() bool {
 		m, _ := filepath.Glob(filepath.Join(runs, "k8s-external-net-killed", "*", "timeline.jsonl"))
@@ -358,7 +327,7 @@ flow:
 	if pid == 0 {
 		t.Fatalf("no process of the gateway's container %s on this machine", id)
 	}
-	before := netState(t, pid)
+	before := netfaulttest.NamespaceState(t, pid)
 	if !strings.Contains(before, "CHAOS_") && !strings.Contains(before, "chaos") {
 		t.Fatalf("the killed run left no rule in the gateway's namespace to clean up:\n%s", before)
 	}
@@ -380,7 +349,7 @@ flow:
 	if r.code != 0 {
 		t.Fatalf("cleanup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	after := netState(t, pid)
+	after := netfaulttest.NamespaceState(t, pid)
 	if strings.Contains(after, "CHAOS_") || strings.Contains(strings.ToLower(after), "chaos") || strings.Contains(after, "tbf") {
 		t.Fatalf("after chaos cleanup the gateway's namespace still holds the run's rules:\n%s\ncleanup said:\n%s", after, r.stdout)
 	}

@@ -82,6 +82,27 @@ func pidOfContainer(id string) int {
 	return 0
 }
 
+// containerRuns says whether a process of container id runs cmdline
+// (its arguments, each ended by a NUL).
+func containerRuns(id, cmdline string) bool {
+	if id == "" {
+		return false
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if c, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); string(c) != cmdline {
+			continue
+		}
+		if b, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup"); bytes.Contains(b, []byte(id)) {
+			return true
+		}
+	}
+	return false
+}
+
 // k8sRun is a chaos run on kubernetes, for netfaulttest.
 type k8sRun struct {
 	t    *testing.T

@@ -19,9 +19,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +117,12 @@ func Prove(t *testing.T, r Run) []string {
 	during := ConnectTime(t, a0, 9)
 	r.Await("network.removed", map[string]string{"operation": "slow"})
 	after := ConnectTime(t, a0, 9)
-	logf("latency 100ms (%v): round trip before %v, during %v, after %v", applied["mechanism"], before, during, after)
+	logf("latency 100ms (%v, %v): round trip before %v, during %v, after %v", applied["mechanism"], applied["delay_queue"], before, during, after)
+	// The chaos binary runs a delay queue in its helper process, on every
+	// backend (on Kubernetes, the node agent's).
+	if applied["mechanism"] == "nfqueue" && !strings.HasPrefix(fmt.Sprint(applied["delay_queue"]), "a helper process at ") {
+		t.Errorf("the delay queue runs in %q, want a helper process", applied["delay_queue"])
+	}
 	if d := during - before; d < 95*time.Millisecond || d > 200*time.Millisecond {
 		t.Errorf("the latency added %v to a round trip, want about 100ms", d)
 	}
@@ -344,4 +352,43 @@ func FindEvent(dir, name string, want map[string]string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// NamespaceState is what the network namespace of process pid holds that
+// a fault could have left: the nftables ruleset, the iptables rules
+// (iptables-save, both legacy and nft back ends print theirs) and the
+// qdiscs.
+func NamespaceState(t *testing.T, pid int) string {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range [][]string{{"nft", "list", "ruleset"}, {"iptables-save"}, {"tc", "qdisc", "show"}} {
+		out, err := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(pid), "-n", "--"}, c...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s in the namespace of %d: %v\n%s", strings.Join(c, " "), pid, err, out)
+		}
+		b.Write(out)
+	}
+	return b.String()
+}
+
+// HeldFaultsExperiment is experiment id holding all six network faults on
+// target until the run ends: a latency (the delay queue), a bandwidth
+// limit (tbf), loss, a blackhole, a reset, and last a partition of target
+// from the workload w, whose "on" edge says that all six hold. The SIGKILL
+// cleanup tests kill its harness then.
+func HeldFaultsExperiment(id, target string) string {
+	return strings.ReplaceAll(`apiVersion: chaos/v1alpha1
+id: `+id+`
+workloads:
+  - {name: w, run: "sleep 120"}
+operations:
+  - {name: slow, uses: latency, target: TARGET, network: {delay: 50ms}}
+  - {name: thin, uses: bandwidth, target: TARGET, network: {rate: 1mbit}}
+  - {name: lossy, uses: loss, target: TARGET, network: {percent: 30}}
+  - {name: hole, uses: blackhole, target: TARGET}
+  - {name: refuse, uses: reset, target: TARGET}
+  - {name: split, uses: partition, network: {groups: [[TARGET], [w]]}}
+flow:
+  parallel: [w, {serial: [{wait: {workload: w, condition: running}}, slow, thin, lossy, hole, refuse, split]}]
+`, "TARGET", target)
 }
