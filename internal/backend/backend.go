@@ -276,8 +276,12 @@ type OutputSizer interface {
 // line to .chaos/attempts every time it starts and writes the script's exit
 // code to .chaos/exit_code only when the script ends by itself, so a killed
 // instance has no exit code recorded (or, killed while writing it, an
-// empty one, which readers take for none). It is POSIX sh so it runs under
-// busybox too. It forks only to run the script where it can: a backend
+// empty one, which readers take for none). A SIGTERM the instance gets
+// while the script runs is deferred until the script has ended: the script
+// handles it (its trap runs to the end; where the wrapper is a container's
+// main process, the runtime would kill the script the moment the wrapper
+// died), and the wrapper then ends by it, recording no exit code. It is
+// POSIX sh so it runs under busybox too. It forks only to run the script where it can: a backend
 // that starts it passes the start time as $1 and makes .chaos first, since
 // a fork is most of what starting a short instance costs.
 const WrapperScript = `#!/bin/sh
@@ -288,8 +292,13 @@ out="${CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR:?}"
 echo "${1:-$(date -u +%Y-%m-%dT%H:%M:%SZ)} start" >> "$out/.chaos/attempts"
 [ ! -e "$out/.chaos/exit_code" ] || rm -f "$out/.chaos/exit_code"
 cd "$out" || exit 125
+# A SIGTERM to the instance is the script's to handle: the wrapper waits for
+# the script (a container ends with its first process), then ends by it too.
+chaos_termed=
+trap 'chaos_termed=1' TERM
 /bin/sh "${CHAOS_RUN_SCRIPT:?}"
 code=$?
+if [ -n "$chaos_termed" ]; then trap - TERM; kill -TERM $$; exit 143; fi
 echo "$code" > "$out/.chaos/exit_code"
 exit "$code"
 `

@@ -301,16 +301,7 @@ func (h *harness) waitLines(id, rel, word string, n int) {
 	h.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		got := 0
-		res, err := h.b.Client().CopyFromContainer(ctx(h.t), id, client.CopyFromContainerOptions{SourcePath: ContainerOutput + "/" + rel})
-		if err == nil {
-			dir := h.t.TempDir()
-			if err := tarsafe.Extract(res.Content, dir, ""); err == nil {
-				data, _ := os.ReadFile(filepath.Join(dir, path.Base(rel)))
-				got = strings.Count(string(data), word)
-			}
-			res.Content.Close()
-		}
+		got := h.countLines(id, rel, word)
 		if got >= n {
 			return
 		}
@@ -319,6 +310,22 @@ func (h *harness) waitLines(id, rel, word string, n int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// countLines is how many times word is in the container's output file
+// rel (0 when it cannot be read).
+func (h *harness) countLines(id, rel, word string) int {
+	res, err := h.b.Client().CopyFromContainer(ctx(h.t), id, client.CopyFromContainerOptions{SourcePath: ContainerOutput + "/" + rel})
+	if err != nil {
+		return 0
+	}
+	defer res.Content.Close()
+	dir := h.t.TempDir()
+	if err := tarsafe.Extract(res.Content, dir, ""); err != nil {
+		return 0
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, path.Base(rel)))
+	return strings.Count(string(data), word)
 }
 
 func (h *harness) eventually(what string, cond func() bool) {
@@ -439,7 +446,7 @@ func TestKillRestartFreeze(t *testing.T) {
 	h := newHarness(t, nil)
 	// Each attempt says once it has set its trap: a SIGTERM sent before
 	// that ends it by default, not by the trap.
-	in := h.create("long-0", "trap 'exit 0' TERM; echo trapped >> "+ContainerOutput+"/trapped; sleep 30 & wait")
+	in := h.create("long-0", "trap 'echo termed >> "+ContainerOutput+"/termed; exit 0' TERM; echo trapped >> "+ContainerOutput+"/trapped; sleep 30 & wait")
 	in.st.waitFor(t, "Running/Started")
 	id := in.ID()
 
@@ -490,14 +497,16 @@ func TestKillRestartFreeze(t *testing.T) {
 	// attempt's wrapper writes its start before the script sets the trap:
 	// a restart sent in between waited the grace out (CI, once).
 	h.waitLines(id, "trapped", "trapped", 3)
+	termed := h.countLines(id, "termed", "termed")
 	gstart := time.Now()
 	if err := apply(t, experiment.FaultRestart, in, 0, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	// Within the grace (5s): a restart that waited the grace out and killed
-	// would take longer; how much less it takes depends on the machine.
-	if d := time.Since(gstart); d >= 5*time.Second {
-		t.Errorf("a graceful restart of a script that handles SIGTERM took %v, its whole grace", d)
+	// The script's trap ran: it ended by SIGTERM within the grace, not by
+	// the SIGKILL after it. (The restart's duration proves nothing: it
+	// includes the new start, which took seconds in CI under load.)
+	if n := h.countLines(id, "termed", "termed"); n != termed+1 {
+		t.Errorf("a graceful restart of a script that handles SIGTERM (%v): its trap ran %d times, want once", time.Since(gstart), n-termed)
 	}
 	if in.st.count("Pending/Restarting") != 2 || in.st.count("Pending/Outage") != 1 || in.st.count("Running/Restarted") != 3 {
 		t.Errorf("states %v", in.st.list())

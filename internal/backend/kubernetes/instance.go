@@ -45,10 +45,18 @@ const (
 // leaving the script's exit code in the termination message: so a script
 // that ends by itself, however it ends, is never restarted by kubelet, while
 // a container a fault kills is (with restartPolicy OnFailure). A container
-// restarted after the instance was killed for good just sleeps.
+// restarted after the instance was killed for good just sleeps. A SIGTERM
+// (a graceful restart's, sent to every process of the container) waits for
+// the wrapper, as the wrapper's waits for the script: the container ends
+// with this shell, and the script's trap would be cut short; then this
+// shell ends by it too, so kubelet restarts the container.
 var mainCommand = []string{"/bin/sh", "-c", `[ -e ` + endMark + ` ] && exec sleep 2147483647
-` + netPrelude + `/bin/sh ` + binDir + `/wrapper.sh
-echo "$?" > /dev/termination-log
+` + netPrelude + `chaos_termed=
+trap 'chaos_termed=1' TERM
+/bin/sh ` + binDir + `/wrapper.sh
+code=$?
+if [ -n "$chaos_termed" ]; then trap - TERM; kill -TERM $$; exit 143; fi
+echo "$code" > /dev/termination-log
 exit 0`}
 
 // collectorCommand keeps the output readable after the script has ended.
