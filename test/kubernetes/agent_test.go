@@ -330,7 +330,11 @@ flow:
 	during := netfaulttest.ConnectTime(t, addr, 9)
 	timelineEvent(t, dir, "network.removed", map[string]string{"operation": "slow"}, time.Minute, done)
 	after := netfaulttest.ConnectTime(t, addr, 9)
-	t.Logf("latency 100ms through agent %v (%v): round trip before %v, during %v, after %v", applied["agent"], applied["mechanism"], before, during, after)
+	t.Logf("latency 100ms through agent %v (%v, %v): round trip before %v, during %v, after %v", applied["agent"], applied["mechanism"], applied["delay_queue"], before, during, after)
+	// The agent is the chaos binary: its delay queue runs in its helper.
+	if q := fmt.Sprint(applied["delay_queue"]); applied["mechanism"] == "nfqueue" && !strings.HasPrefix(q, "a helper process at ") {
+		t.Errorf("the agent's delay queue runs in %q, want a helper process", q)
+	}
 	if a, _ := applied["agent"].(string); !strings.HasSuffix(a, "@"+node) {
 		t.Errorf("network.applied names agent %q, want one on node %s", a, node)
 	}
@@ -429,7 +433,10 @@ func TestAgentRefusesAPodWithoutConsent(t *testing.T) {
 // by its node's agent: the pod's own reading of the wall clock (busy box
 // awk's systime()) steps +3600 once and -3600 once.
 func TestClockOffsetThroughTheAgent(t *testing.T) {
-	t.Parallel()
+	// Serial: among the parallel tests its agent twice found no process of
+	// the running pod's container on the node ("no process of its
+	// containers is on this machine"), on a machine twice as slow as
+	// usual; alone it passed. Not yet understood (docs/test-cluster.md).
 	cs := cluster(t)
 	node := nodes(t, cs)[0]
 	agentNS := installAgent(t, cs, node)

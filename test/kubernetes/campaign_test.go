@@ -159,30 +159,32 @@ func TestCampaignAsJobsInterrupted(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	// Wait until both first runs' pods are running their workload: the
-	// pods of this campaign's namespace only, not another test's.
+	// Wait until both first runs are under way inside their pods: each
+	// pod's container runs the workload's sleep 30. The pods of this
+	// campaign's namespace only, not another test's.
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		running := 0
+		sleeping := 0
 		if dirs, _ := filepath.Glob(filepath.Join(runs, campaign.Subdir, "*")); len(dirs) == 1 {
 			ns := "chaos-campaign-" + strings.ToLower(filepath.Base(dirs[0]))
 			pods, _ := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: kbackend.LabelCampaign})
 			for _, p := range pods.Items {
-				if p.Status.Phase == "Running" {
-					running++
+				for _, st := range p.Status.ContainerStatuses {
+					if _, id, _ := strings.Cut(st.ContainerID, "://"); st.State.Running != nil && containerRuns(id, "sleep\x0030\x00") {
+						sleeping++
+					}
 				}
 			}
 		}
-		if running >= 2 {
+		if sleeping >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			t.Fatalf("the Jobs' pods did not run within 90s\n%s", errb.String())
+			t.Fatalf("the Jobs' runs did not start their workload within 90s\n%s", errb.String())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(3 * time.Second) // the runs are under way in the pods
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

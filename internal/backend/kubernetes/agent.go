@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -441,6 +442,7 @@ func cleanupAgentsWith(ctx context.Context, cs kubeapi.Interface, c backend.Clea
 		return err
 	}
 	var errs []error
+	var namespaces []string // of the agents that answered, each once
 	for i := range agents {
 		a := &agents[i]
 		rep, err := call(ctx, a, AgentRequest{Op: AgentRevertRun, Run: c.RunID, DryRun: c.DryRun})
@@ -453,13 +455,22 @@ func cleanupAgentsWith(ctx context.Context, cs kubeapi.Interface, c backend.Clea
 		for _, what := range rep.Reverted {
 			c.Found(what + " (agent " + rep.Agent + ")")
 		}
-		if !c.DryRun {
-			err := cs.Leases(a.Namespace).Delete(ctx, LeaseName(c.RunID), metav1.DeleteOptions{})
-			if err == nil {
-				c.Found("lease " + a.Namespace + "/" + LeaseName(c.RunID))
-			} else if !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
+		if !slices.Contains(namespaces, a.Namespace) {
+			namespaces = append(namespaces, a.Namespace)
+		}
+	}
+	// The lease goes only after every agent was asked: an agent that
+	// finds it gone reverts the run by itself, and cleanup would not say
+	// what it reverted.
+	for _, ns := range namespaces {
+		if c.DryRun {
+			break
+		}
+		err := cs.Leases(ns).Delete(ctx, LeaseName(c.RunID), metav1.DeleteOptions{})
+		if err == nil {
+			c.Found("lease " + ns + "/" + LeaseName(c.RunID))
+		} else if !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -171,3 +171,37 @@ func TestCleanupSkipsAnAgentDeletedMeanwhile(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanupDeletesTheLeaseAfterEveryAgent: chaos cleanup RUN deletes a
+// run's lease only once every agent of its namespace was asked to revert
+// the run. Deleted after the first agent, the lease was gone while the
+// next was still to be asked, and that agent, reading the lease on its
+// own meanwhile, reverted the run by itself, so cleanup never said what
+// it reverted (TestFSLayerCleanedUpAfterHarnessSIGKILL on two nodes).
+func TestCleanupDeletesTheLeaseAfterEveryAgent(t *testing.T) {
+	agent := func(ns, name, node string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name), Labels: map[string]string{AgentAppLabel: AgentApp}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	ctx := context.Background()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "mine", Name: LeaseName("r1")}}
+	cs := fakeClient{CS: fake.NewClientset(agent("mine", "a-1", "n1"), agent("mine", "a-2", "n2"), lease)}
+	var asked []string
+	call := func(ctx context.Context, p *corev1.Pod, req AgentRequest) (AgentReply, error) {
+		asked = append(asked, p.Name)
+		if _, err := cs.Leases("mine").Get(ctx, LeaseName("r1"), metav1.GetOptions{}); err != nil {
+			t.Errorf("agent %s asked after the run's lease was deleted: %v", p.Name, err)
+		}
+		return AgentReply{Agent: agentName(p)}, nil
+	}
+	var found []string
+	if err := cleanupAgentsWith(ctx, cs, backend.Cleanup{RunID: "r1", Found: func(s string) { found = append(found, s) }}, call); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 2 {
+		t.Errorf("asked %v, want both agents", asked)
+	}
+	if want := []string{"lease mine/" + LeaseName("r1")}; !slices.Equal(found, want) {
+		t.Errorf("cleanup found %q, want %q", found, want)
+	}
+}

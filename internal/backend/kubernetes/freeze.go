@@ -94,7 +94,7 @@ func containerGroups(p *corev1.Pod, skip string) (ctrs []*cgroup.Group, pod *cgr
 // freezePod freezes a pod of scope sc, journaled on it first when the run
 // did not create it.
 func (b *Backend) freezePod(ctx context.Context, sc scope, name string) error {
-	p, err := b.podIn(ctx, sc, name)
+	p, err := b.startedPodIn(ctx, sc, name)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func (b *Backend) podNet(ctx context.Context, sc scope, name string) (backend.Ne
 	if b.err != nil {
 		return backend.Net{}, b.err
 	}
-	p, err := b.podIn(ctx, sc, name)
+	p, err := b.startedPodIn(ctx, sc, name)
 	if err != nil {
 		return backend.Net{}, err
 	}

@@ -101,7 +101,7 @@ func (b *Backend) podProcesses(ctx context.Context, sc scope, name string) (stri
 	if b.err != nil {
 		return "", nil, b.err
 	}
-	p, err := b.podIn(ctx, sc, name)
+	p, err := b.startedPodIn(ctx, sc, name)
 	if err != nil {
 		return "", nil, err
 	}

@@ -30,7 +30,7 @@ func (b *Backend) podResources(ctx context.Context, sc scope, name, ctr string) 
 	if b.err != nil {
 		return backend.Resources{}, b.err
 	}
-	p, err := b.podIn(ctx, sc, name)
+	p, err := b.startedPodIn(ctx, sc, name)
 	if err != nil {
 		return backend.Resources{}, err
 	}

@@ -253,6 +253,11 @@ func (s *Server) apply(ctx context.Context, req kubernetes.AgentRequest) (string
 		return "", errors.New("partition: the agent applies one member's rule (network.drop_from), which this request lacks")
 	}
 	p, err := Pod(ctx, s.cfg.Client, s.cfg.Node, req.Run, req.Pod)
+	if err == nil {
+		p, err = kubernetes.AwaitStarted(ctx, p, func(ctx context.Context) (*corev1.Pod, error) {
+			return Pod(ctx, s.cfg.Client, s.cfg.Node, req.Run, req.Pod)
+		})
+	}
 	if err != nil {
 		return "", err
 	}
