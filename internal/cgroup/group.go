@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/chaos-harness/chaos/internal/ctxfd"
+	"github.com/chaos-harness/chaos/internal/procstatus"
 )
 
 // ErrPopulated is returned by Remove for a group that still has live tasks.
@@ -195,20 +196,15 @@ func (g *Group) killIn(pid int) error {
 // Tgid returns the thread-group id (the process) of thread tid, from
 // /proc/TID/status, or 0 when tid no longer exists.
 func Tgid(tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	st, err := procstatus.Read(tid, "Tgid")
 	if err != nil {
 		return 0
 	}
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
-			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-			if err != nil {
-				return 0
-			}
-			return n
-		}
+	n, err := st.Int("Tgid")
+	if err != nil {
+		return 0
 	}
-	return 0
+	return n
 }
 
 // Freeze freezes the whole subtree (cgroup.freeze) and waits, bounded by

@@ -516,7 +516,20 @@ func threads(pid int) ([]int, error) {
 	return tids, nil
 }
 
+// vdsoRange is where pid's vDSO is mapped. A process midway through an
+// exec has no vDSO yet (the kernel maps it after the program's segments,
+// and a child's start returns before): it is read again once the exec is
+// through.
 func vdsoRange(pid int) (uint64, uint64, error) {
+	lo, hi, err := readVDSORange(pid)
+	if errors.Is(err, ErrNoVDSO) {
+		proc.AfterExec(pid)
+		lo, hi, err = readVDSORange(pid)
+	}
+	return lo, hi, err
+}
+
+func readVDSORange(pid int) (uint64, uint64, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
 		return 0, 0, err

@@ -512,3 +512,25 @@ func TestApplyAfterAnExec(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlanRightAfterStart: a process planned as soon as its start
+// returns may still be inside its exec, its new memory without a vDSO
+// yet (the kernel maps it after the program's segments); Plan waits for
+// the exec to finish, never answering ErrNoVDSO for a program that will
+// have one (TestApplyAfterAnExec's first Plan failed so in CI).
+func TestPlanRightAfterStart(t *testing.T) {
+	root(t)
+	sleep := need(t, "sleep")
+	for i := 0; i < 300; i++ {
+		cmd := exec.Command(sleep, "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := Plan(cmd.Process.Pid)
+		cmd.Process.Kill()
+		cmd.Wait()
+		if err != nil {
+			t.Fatalf("start %d: Plan right after the start: %v", i, err)
+		}
+	}
+}

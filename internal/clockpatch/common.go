@@ -5,10 +5,9 @@ package clockpatch
 import (
 	"encoding/binary"
 	"errors"
-	"os"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/procstatus"
 )
 
 // Offsets of the variables in the payload (fake.S).
@@ -91,14 +90,9 @@ var ErrNoVDSO = errors.New("no vDSO mapped")
 
 // TracerPid is the TracerPid field of /proc/PID/status.
 func TracerPid(pid int) (int, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	st, err := procstatus.Read(pid, "TracerPid")
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			return strconv.Atoi(strings.TrimSpace(v))
-		}
-	}
-	return 0, errors.New("no TracerPid in status")
+	return st.Int("TracerPid")
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/procstatus"
 )
 
 // TestKilledChildIsDyingNotLeft: a script that kills its child and exits
@@ -98,7 +100,7 @@ func TestFatalPending(t *testing.T) {
 		{"a real-time signal", status(zero, "0000000100000000", zero, zero, zero), true},
 		{"no signal lines", []byte("Name:\tx\n"), false},
 	} {
-		if got := fatalPending(tc.status); got != tc.want {
+		if got := fatalPending(procstatus.Parse(tc.status)); got != tc.want {
 			t.Errorf("%s: fatalPending = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/procstatus"
 )
 
 // procStat is the part of /proc/PID/stat the harness needs. Everything here
@@ -214,11 +216,19 @@ func midExec(pid int) bool {
 // one in progress at the first read may have ended before midExec looked),
 // or once midExecWait has passed.
 func environAfterExec(pid int) ([]byte, error) {
+	AfterExec(pid)
+	return os.ReadFile(environPath(pid))
+}
+
+// AfterExec waits until pid is not midway through an exec, or midExecWait
+// has passed. What exec lays out in the new memory (the environment, the
+// vDSO) is missing until then: a reader that finds it missing calls
+// AfterExec and reads again.
+func AfterExec(pid int) {
 	deadline := time.Now().Add(midExecWait)
 	for pause := 50 * time.Microsecond; midExec(pid) && time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
 		time.Sleep(pause)
 	}
-	return os.ReadFile(environPath(pid))
 }
 
 func envContains(environ []byte, entry string) bool {
@@ -313,41 +323,27 @@ func Dying(pid int) bool {
 	if !isLive(st) || (st.flags&pfExiting != 0 && liveThread(pid) == 0) {
 		return true
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	status, err := procstatus.Read(pid, signalFields...)
 	if err != nil {
 		return isGone(err)
 	}
-	return fatalPending(b)
+	return fatalPending(status)
 }
+
+// signalFields are the masks of /proc/PID/status fatalPending reads.
+var signalFields = []string{"SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"}
 
 // fatalPending reports, from /proc/PID/status, whether a signal pending for
 // the process (for its leader thread or its whole group) ends it: SIGKILL,
 // or one whose default action ends a process, neither blocked, ignored nor
 // caught.
-func fatalPending(status []byte) bool {
-	var pnd, shd, blk, ign, cgt uint64
-	for line := range strings.Lines(string(status)) {
-		name, val, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		var dst *uint64
-		switch name {
-		case "SigPnd":
-			dst = &pnd
-		case "ShdPnd":
-			dst = &shd
-		case "SigBlk":
-			dst = &blk
-		case "SigIgn":
-			dst = &ign
-		case "SigCgt":
-			dst = &cgt
-		default:
-			continue
-		}
-		*dst, _ = strconv.ParseUint(strings.TrimSpace(val), 16, 64)
-	}
+func fatalPending(st procstatus.Status) bool {
+	// A mask that is missing or not hex counts as empty.
+	pnd, _ := st.Hex("SigPnd")
+	shd, _ := st.Hex("ShdPnd")
+	blk, _ := st.Hex("SigBlk")
+	ign, _ := st.Hex("SigIgn")
+	cgt, _ := st.Hex("SigCgt")
 	pending := pnd | shd
 	if pending&sigBit(syscall.SIGKILL) != 0 {
 		return true
