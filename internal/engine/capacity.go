@@ -16,6 +16,7 @@ import (
 	"github.com/chaos-harness/chaos/internal/experiment"
 	"github.com/chaos-harness/chaos/internal/mountinfo"
 	"github.com/chaos-harness/chaos/internal/proc"
+	"github.com/chaos-harness/chaos/internal/procstatus"
 )
 
 // A run needs, for every instance its flow can run at once, what one
@@ -142,23 +143,20 @@ func userTasks(uid int) int64 {
 	}
 	var n int64
 	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		st, err := procstatus.Read(pid, "Uid", "Threads")
 		if err != nil {
 			continue
 		}
 		var id, threads int64 = -1, 1
-		for _, line := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-				if f := strings.Fields(v); len(f) > 0 {
-					id, _ = strconv.ParseInt(f[0], 10, 64)
-				}
-			}
-			if v, ok := strings.CutPrefix(line, "Threads:"); ok {
-				threads, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			}
+		if u := st.First("Uid"); u != "" {
+			id, _ = strconv.ParseInt(u, 10, 64)
+		}
+		if v, ok := st["Threads"]; ok {
+			threads, _ = strconv.ParseInt(v, 10, 64)
 		}
 		if id == int64(uid) {
 			n += threads

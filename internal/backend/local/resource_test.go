@@ -217,14 +217,7 @@ func demandOf(t *testing.T, pid int) map[string]float64 {
 // cpuacct (v1) or cpu.stat (v2), whose directory dir names.
 func groupCPU(t *testing.T, pid int) (read func() float64, dir string) {
 	t.Helper()
-	h, err := cgroup.FindHierarchies()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cgroup.PlaceOfPid(h, pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := placeOf(t, pid)
 	dir, _ = p.Dir(cgroup.CPUAcct)
 	return func() float64 {
 		u, err := cgroup.ReadUsage(p)
@@ -308,7 +301,7 @@ func TestCPULimitHoldsABusyLoop(t *testing.T) {
 	if floor := 0.85 * min(0.2, free); held > 0.23 || held < floor {
 		t.Errorf("a busy loop under a 20%% CPU limit used %.3f of a CPU while its unlimited neighbour got %.3f, want %.3f-0.23", held, free, floor)
 	}
-	if q := cpuQuotas(t, pid); len(q) == 0 {
+	if q := backendtest.CPUQuotas(t, placeOf(t, pid)); len(q) == 0 {
 		t.Errorf("while the limit holds no cpu group of the busy loop has a quota")
 	}
 	revert()
@@ -325,15 +318,13 @@ func TestCPULimitHoldsABusyLoop(t *testing.T) {
 	if after < 0.5*free {
 		t.Errorf("after the revert the busy loop used %.3f of a CPU, its unlimited neighbour %.3f: still limited", after, free)
 	}
-	if q := cpuQuotas(t, pid); len(q) > 0 {
+	if q := backendtest.CPUQuotas(t, placeOf(t, pid)); len(q) > 0 {
 		t.Errorf("after the revert the busy loop's cpu groups still have quotas: %v", q)
 	}
 }
 
-// cpuQuotas lists the CPU quotas set on pid's cpu group and its ancestors
-// up to the hierarchy's root (v1 cpu.cfs_quota_us other than -1, v2
-// cpu.max other than max), as "dir: value".
-func cpuQuotas(t *testing.T, pid int) []string {
+// placeOf is where pid is accounted now.
+func placeOf(t *testing.T, pid int) cgroup.Place {
 	t.Helper()
 	h, err := cgroup.FindHierarchies()
 	if err != nil {
@@ -343,25 +334,7 @@ func cpuQuotas(t *testing.T, pid int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, v := p.Dir(cgroup.CPU)
-	if dir == "" {
-		t.Fatalf("pid %d has no cpu group", pid)
-	}
-	var out []string
-	for ; ; dir = filepath.Dir(dir) {
-		file, none := "cpu.cfs_quota_us", "-1"
-		if v == 2 {
-			file, none = "cpu.max", "max"
-		}
-		b, err := os.ReadFile(filepath.Join(dir, file))
-		if err != nil {
-			break // above the hierarchy's root, which has no quota file
-		}
-		if f := strings.Fields(string(b)); len(f) > 0 && f[0] != none {
-			out = append(out, dir+": "+strings.TrimSpace(string(b)))
-		}
-	}
-	return out
+	return p
 }
 
 // Memory pressure makes the kernel reclaim a program's working set of

@@ -588,14 +588,16 @@ func (t *target) Freeze(ctx context.Context) error {
 		return err
 	}
 	if p := t.contained(); p != nil {
+		// Noted before the freeze: one that fails may stay asked for,
+		// and Thaw must still undo it.
+		t.mu.Lock()
+		t.frozenIn = p
+		t.mu.Unlock()
 		fctx, cancel := context.WithTimeout(ctx, freezeTimeout)
 		defer cancel()
 		if err := p.FreezeContext(fctx); err != nil {
 			return fmt.Errorf("target %s: %w", t.name, err)
 		}
-		t.mu.Lock()
-		t.frozenIn = p
-		t.mu.Unlock()
 		return nil
 	}
 	if err := t.signal(pid, syscall.SIGSTOP); err != nil {
