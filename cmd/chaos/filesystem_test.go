@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/fsfault"
+	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -176,10 +178,35 @@ func layerHelpers(t *testing.T, runID string) []string {
 		}
 		args := strings.Split(string(b), "\x00")
 		if len(args) > 3 && args[1] == fsfault.ServeCommand && strings.Contains(args[3], fsfault.FsName(runID)) {
-			out = append(out, strings.Join(args, " "))
+			out = append(out, filepath.Base(filepath.Dir(p))+": "+strings.Join(args, " "))
 		}
 	}
 	return out
+}
+
+// filesClosed reports whether the process named by a layerHelpers line
+// has closed its files: it is gone, or every thread of it is a zombie.
+// Its cmdline empties earlier, when its memory goes (exit_mm comes
+// before exit_files), and its first thread may be a zombie while others
+// still hold the files; a request made before the last thread closes
+// the layer's connection is aborted with ECONNABORTED rather than
+// refused with ENOTCONN.
+func filesClosed(helper string) bool {
+	pid := strings.SplitN(helper, ":", 2)[0]
+	threads, err := os.ReadDir("/proc/" + pid + "/task")
+	if err != nil {
+		return true
+	}
+	for _, th := range threads {
+		tid, err := strconv.Atoi(th.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := proc.State(tid); err == nil && st != 'Z' && st != 'X' {
+			return false
+		}
+	}
+	return true
 }
 
 // fsHeldExperiment holds an fs-error to the end of the flow while a
@@ -232,8 +259,9 @@ func TestFSLayerCleanedUpAfterSIGKILL(t *testing.T) {
 	if _, err := os.ReadFile(filepath.Join(data, "under")); err == nil {
 		t.Fatal("a read under the held fs-error passed")
 	}
-	if h := layerHelpers(t, runID); len(h) != 1 {
-		t.Fatalf("while the fault is held, the run's layer helpers are %q, want one", h)
+	helpers := layerHelpers(t, runID)
+	if len(helpers) != 1 {
+		t.Fatalf("while the fault is held, the run's layer helpers are %q, want one", helpers)
 	}
 	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -243,13 +271,14 @@ func TestFSLayerCleanedUpAfterSIGKILL(t *testing.T) {
 		t.Fatalf("after the SIGKILL mountinfo shows %q", runLayers(t, runID))
 	}
 	// The layer's helper sees the harness go by the end of its stdin and
-	// exits: no one serves the layer now, and no one holds its
-	// connection, so a program under it gets ENOTCONN, it does not hang.
-	// (A read in the helper's last moments still gets the held EIO.)
+	// exits: once its files are closed no one serves the layer or holds
+	// its connection, so a program under it gets ENOTCONN, it does not
+	// hang. (A read in the helper's last moments still gets the held EIO;
+	// one the kernel holds when the connection goes gets ECONNABORTED.)
 	helperGone := time.Now().Add(10 * time.Second)
-	for len(layerHelpers(t, runID)) > 0 {
+	for !filesClosed(helpers[0]) {
 		if time.Now().After(helperGone) {
-			t.Fatalf("the layer's helper outlived the harness by 10s: %q", layerHelpers(t, runID))
+			t.Fatalf("the layer's helper outlived the harness by 10s: %q", helpers[0])
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
