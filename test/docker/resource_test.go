@@ -256,8 +256,9 @@ flow:
 // reads the working set through once, and logs, as a user's own program
 // would, what it sees of itself: the wall second, the uptime before the
 // work, after it and after the pass, and its groups' CPU time (ns), memory
-// use and memory limit (bytes) as the container's own /sys/fs/cgroup shows
-// them.
+// use, memory limit and anonymous memory (bytes: total_rss of memory.stat,
+// which file pages the kernel reclaims at will do not move) as the
+// container's own /sys/fs/cgroup shows them.
 const memoryProbe = `cd /sys/fs/cgroup
 dd if=/dev/urandom of=/tmp/ws bs=1M count=96 2>/dev/null
 while :; do
@@ -266,7 +267,7 @@ while :; do
   read t1 x < /proc/uptime
   cat /tmp/ws > /dev/null
   read t2 x < /proc/uptime
-  echo "$(date +%s) $t0 $t1 $t2 $(cat cpuacct/cpuacct.usage) $(cat memory/memory.usage_in_bytes) $(cat memory/memory.limit_in_bytes)" >> /log/$1
+  echo "$(date +%s) $t0 $t1 $t2 $(cat cpuacct/cpuacct.usage) $(cat memory/memory.usage_in_bytes) $(cat memory/memory.limit_in_bytes) $(awk '$1 == "total_rss" {print $2}' memory/memory.stat)" >> /log/$1
   sleep 0.3
 done
 `
@@ -277,6 +278,7 @@ type probeLine struct {
 	t0, work, pass   float64 // uptime at the start; seconds of work; seconds of the pass
 	cpuNS            float64 // the group's CPU time so far
 	memUse, memLimit int64
+	anon             int64 // total_rss: anonymous memory, the helper's included
 }
 
 func readProbe(t *testing.T, file string) []probeLine {
@@ -289,7 +291,7 @@ func readProbe(t *testing.T, file string) []probeLine {
 	for i, l := range lines {
 		p := &out[i]
 		var t1, t2 float64
-		if err := probelog.Fields(l, &p.t0, &t1, &t2, &p.cpuNS, &p.memUse, &p.memLimit); err != nil {
+		if err := probelog.Fields(l, &p.t0, &t1, &t2, &p.cpuNS, &p.memUse, &p.memLimit, &p.anon); err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
 		p.ts, p.work, p.pass = l.TS, t1-p.t0, t2-t1
@@ -377,7 +379,7 @@ flow:
 		}
 		return median(w)
 	}
-	type phase struct{ cores, work, relWork, pass, relPass, use []float64 }
+	type phase struct{ cores, work, relWork, pass, relPass, use, anon []float64 }
 	add := func(p *phase, i int) {
 		cur, prev := lines[i], lines[i-1]
 		p.cores = append(p.cores, (cur.cpuNS-prev.cpuNS)/1e9/(cur.t0-prev.t0))
@@ -390,6 +392,7 @@ flow:
 		}
 		p.pass = append(p.pass, cur.pass)
 		p.use = append(p.use, float64(cur.memUse))
+		p.anon = append(p.anon, float64(cur.anon))
 	}
 	var before, burn, afterBurn, squeeze, afterSqueeze, hog, afterHog phase
 	var limits []int64
@@ -417,7 +420,7 @@ flow:
 		if len(p.work) < 2 {
 			t.Fatalf("%s: %d lines of the program's log, want 2 or more", name, len(p.work))
 		}
-		t.Logf("%-22s CPUs %.2f, work %.3f s (%.2f of the neighbour's), pass %.3f s (%.2f), memory use %.1f MiB (medians of %d)", name+":", median(p.cores), median(p.work), median(p.relWork), median(p.pass), median(p.relPass), median(p.use)/(1<<20), len(p.work))
+		t.Logf("%-22s CPUs %.2f, work %.3f s (%.2f of the neighbour's), pass %.3f s (%.2f), memory use %.1f MiB, anonymous %.1f MiB (medians of %d)", name+":", median(p.cores), median(p.work), median(p.relWork), median(p.pass), median(p.relPass), median(p.use)/(1<<20), median(p.anon)/(1<<20), len(p.work))
 	}
 
 	// cpu-stress: the group's CPU time rises, and the program's work, now
@@ -466,14 +469,15 @@ flow:
 		t.Errorf("the program used %.1f MiB after memory-pressure, want its working set back (96 MiB or more)", m/(1<<20))
 	}
 
-	// memory-stress: the group's use rises by the 64 MiB the helper
-	// touches (a tenth less for pages the kernel may take from the file
-	// cache meanwhile), and falls back after.
-	rise := median(hog.use) - median(afterSqueeze.use)
-	if rise < 0.9*(64<<20) || rise > 1.2*(64<<20) {
-		t.Errorf("the program's memory use rose by %.1f MiB under memory-stress of 64MiB", rise/(1<<20))
+	// memory-stress: the group's anonymous memory rises by the 64 MiB the
+	// helper touches, and falls back after. (Its whole use also counts the
+	// working set's file pages, which the kernel may take back meanwhile:
+	// in CI it rose by only 42 MiB once.)
+	rise := median(hog.anon) - median(afterSqueeze.anon)
+	if rise < 0.95*(64<<20) || rise > 1.2*(64<<20) {
+		t.Errorf("the program's anonymous memory rose by %.1f MiB under memory-stress of 64MiB", rise/(1<<20))
 	}
-	if back := median(afterHog.use) - median(afterSqueeze.use); back > 8<<20 {
-		t.Errorf("the program's memory use is %.1f MiB above its use before memory-stress after it", back/(1<<20))
+	if back := median(afterHog.anon) - median(afterSqueeze.anon); back > 4<<20 {
+		t.Errorf("the program's anonymous memory is %.1f MiB above what it was before memory-stress after it", back/(1<<20))
 	}
 }
