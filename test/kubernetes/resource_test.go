@@ -161,6 +161,30 @@ flow:
 
 // groupCounters are what the host's cgroup files say of pid's groups now:
 // CPU time used (ns) and memory in use (bytes); -1 when unreadable.
+// cpuQuota is the CFS quota of pid's cpu group as this machine's cgroup
+// file says it (v1 cpu.cfs_quota_us, v2 cpu.max), or why it cannot be
+// read.
+func cpuQuota(pid int) string {
+	h, err := cgroup.FindHierarchies()
+	if err != nil {
+		return err.Error()
+	}
+	place, err := cgroup.PlaceOfPid(h, pid)
+	if err != nil {
+		return err.Error()
+	}
+	dir, v := place.Dir(cgroup.CPU)
+	file := "cpu.cfs_quota_us"
+	if v == 2 {
+		file = "cpu.max"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(string(b))
+}
+
 func groupCounters(pid int) (cpuNS, memBytes int64) {
 	h, err := cgroup.FindHierarchies()
 	if err != nil {
@@ -595,9 +619,12 @@ flow:
 	go func() { done <- chaos(t, runs, "run", "--plain", "--adapter", agentAdapter(t, agentNS, node), x) }()
 	runDir(t, runs, id)
 	_, pid := runningPod(t, cs, id, "spin-0")
+	// Each sample has the quota the loop's cpu group had just after its
+	// CPU time was read: a failure then says whether the limit held.
 	type sample struct {
-		at  time.Time
-		cpu int64
+		at    time.Time
+		cpu   int64
+		quota string
 	}
 	var samples []sample
 	var r result
@@ -608,7 +635,7 @@ wait:
 			break wait
 		case <-time.After(250 * time.Millisecond):
 			if c, _ := groupCounters(pid); c >= 0 {
-				samples = append(samples, sample{time.Now(), c})
+				samples = append(samples, sample{time.Now(), c, cpuQuota(pid)})
 			}
 		}
 	}
@@ -656,6 +683,11 @@ wait:
 	t.Logf("the busy loop's container used %.3f CPUs before the 5%% limit, %.3f while it held, %.3f after", before, during, after)
 	if during > 0.065 || during < 0.025 {
 		t.Errorf("under a 5%% limit the container used %.3f CPUs, want 0.025-0.065", during)
+		for _, s := range samples {
+			if !s.at.Before(from.Add(-time.Second)) && !s.at.After(to.Add(time.Second)) {
+				t.Logf("%s (%+.3f s after the limit was written): CPU time %d ns, cpu.cfs_quota_us %s", s.at.Format("15:04:05.000"), s.at.Sub(from).Seconds(), s.cpu, s.quota)
+			}
+		}
 	}
 	if before < 3*during || after < 3*during {
 		t.Errorf("the container used %.3f CPUs before the limit and %.3f after, want three times the %.3f it used under it", before, after, during)
