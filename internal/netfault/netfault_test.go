@@ -9,9 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
 
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
@@ -314,14 +315,10 @@ func TestCleanupOfAGoneHarness(t *testing.T) {
 	}
 }
 
-// holdNS starts a process sleeping in ns and returns what kills it.
+// holdNS starts a process sleeping in ns, returns once it is in ns, and
+// returns what kills it.
 func holdNS(t *testing.T, ns *NS) func() {
 	t.Helper()
-	nsenter, _ := tool("nsenter")
-	p, err := os.StartProcess(nsenter, []string{"nsenter", "--net=" + ns.Path(), "--", "/bin/sleep", "60"}, &os.ProcAttr{Files: []*os.File{nil, nil, os.Stderr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	return func() { p.Signal(syscall.SIGKILL); p.Wait() }
+	_, stop := netfaulttest.HoldNetns(t, ns.Path())
+	return stop
 }

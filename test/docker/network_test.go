@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,11 +217,7 @@ func TestNetworkFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
 	if err != nil || res.Container.State == nil || !res.Container.State.Running {
 		t.Fatalf("the target's container: %v", err)
 	}
-	holder := exec.Command("nsenter", "-t", strconv.Itoa(res.Container.State.Pid), "-n", "--", "sleep", "600")
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	holder, _ := netfaulttest.HoldNetns(t, fmt.Sprintf("/proc/%d/ns/net", res.Container.State.Pid))
 	helpers := func() []int {
 		return processes(func(proc string) bool {
 			env, _ := os.ReadFile(proc + "/environ")
@@ -229,7 +225,7 @@ func TestNetworkFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
 			return strings.Contains(string(env), "CHAOS_RUNS_DIR="+r.runs+"\x00") && strings.Contains(string(cmd), netfault.QueueCommand)
 		})
 	}
-	before := netfaulttest.NamespaceState(t, holder.Process.Pid)
+	before := netfaulttest.NamespaceState(t, holder)
 	switch {
 	case !strings.Contains(before, "CHAOS_"):
 		t.Fatalf("the killed run left no iptables chain in the target's namespace to clean up:\n%s", before)
@@ -251,7 +247,7 @@ func TestNetworkFaultsOnAContainerCleanedUpAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chaos cleanup: %v", err)
 	}
-	after := netfaulttest.NamespaceState(t, holder.Process.Pid)
+	after := netfaulttest.NamespaceState(t, holder)
 	if strings.Contains(after, "CHAOS_") || strings.Contains(strings.ToLower(after), "chaos") || strings.Contains(after, "tbf") {
 		t.Errorf("after chaos cleanup the target's namespace still holds the run's rules:\n%s", after)
 	}

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -391,4 +392,41 @@ operations:
 flow:
   parallel: [w, {serial: [{wait: {workload: w, condition: running}}, slow, thin, lossy, hole, refuse, split]}]
 `, "TARGET", target)
+}
+
+// HoldNetns starts a process that sleeps in the network namespace at
+// nsPath (a /proc/PID/ns/net or a bind mount of one), as a pod's sandbox
+// holds its namespace beyond its containers, and returns its pid once it
+// is in that namespace: nsenter is a process of this namespace until its
+// setns, and a test that reads "the held namespace" through it before
+// then reads this one's. stop kills and reaps it; the test's cleanup
+// calls it too.
+func HoldNetns(t testing.TB, nsPath string) (pid int, stop func()) {
+	t.Helper()
+	var want syscall.Stat_t
+	if err := syscall.Stat(nsPath, &want); err != nil {
+		t.Fatalf("the namespace to hold: %v", err)
+	}
+	cmd := exec.Command("nsenter", "--net="+nsPath, "--", "sleep", "600")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	}
+	t.Cleanup(stop)
+	pid = cmd.Process.Pid
+	in := filepath.Join("/proc", strconv.Itoa(pid), "ns", "net")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var st syscall.Stat_t
+		if err := syscall.Stat(in, &st); err == nil && st.Dev == want.Dev && st.Ino == want.Ino {
+			return pid, stop
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("nsenter --net=%s was not in that namespace within 10 s", nsPath)
+		}
+	}
 }
