@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,7 +17,7 @@ import (
 // TestKilledChildIsDyingNotLeft: a script that kills its child and exits
 // leaves the child listed among its members for a moment (half the tries
 // here); local runs reported it as leaked (CI: TestPeersFindEachOther).
-// Every member so listed must be Dying.
+// Every member so listed must be dying: none is Left.
 func TestKilledChildIsDyingNotLeft(t *testing.T) {
 	forModes(t, func(t *testing.T, mode Mode) {
 		s := newSupervisorMode(t, mode)
@@ -32,10 +33,8 @@ func TestKilledChildIsDyingNotLeft(t *testing.T) {
 				t.Fatal(err)
 			}
 			listed += len(m)
-			for _, pid := range m {
-				if !Dying(pid) {
-					t.Fatalf("try %d: member %d of an instance that killed it is not Dying (state %c)", i, pid, stateOf(pid))
-				}
+			for _, pid := range Left(m) {
+				t.Fatalf("try %d: member %d of an instance that killed it is left (state %c)", i, pid, stateOf(pid))
 			}
 			_ = p.Kill()
 		}
@@ -73,6 +72,9 @@ func TestLiveProcessesAreNotDying(t *testing.T) {
 			}
 			if Dying(p.Pid) {
 				t.Fatalf("Dying(%d) = true for a live process (state %c)", p.Pid, stateOf(p.Pid))
+			}
+			if l := Left([]int{p.Pid}); !slices.Equal(l, []int{p.Pid}) {
+				t.Fatalf("Left([%d]) = %v for a live process (state %c)", p.Pid, l, stateOf(p.Pid))
 			}
 		})
 	}

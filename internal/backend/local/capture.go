@@ -90,9 +90,19 @@ func (b *Backend) captureProcesses() {
 	leaked := append([]string(nil), b.leaked...)
 	b.mu.Unlock()
 	var frozen []string
+	var candidates []int
+	for _, l := range left {
+		if !keep[l.Pid] && l.Pid != os.Getpid() {
+			candidates = append(candidates, l.Pid)
+		}
+	}
+	livesOn := map[int]bool{}
+	for _, pid := range proc.Left(candidates) {
+		livesOn[pid] = true
+	}
 	seen := map[int]bool{}
 	for _, l := range left {
-		if keep[l.Pid] || l.Pid == os.Getpid() || proc.Dying(l.Pid) {
+		if !livesOn[l.Pid] {
 			continue
 		}
 		seen[l.Pid] = true

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -302,7 +301,7 @@ func (in *instance) Delete(ctx context.Context) error {
 	killed := in.killed
 	in.mu.Unlock()
 	if left, err := p.Members(); err == nil && in.leaked != nil && !killed {
-		if left = slices.DeleteFunc(left, proc.Dying); len(left) > 0 {
+		if left = proc.Left(left); len(left) > 0 {
 			in.leaked(in.spec.Name, left)
 		}
 	}
