@@ -41,6 +41,11 @@ func Read(file string) ([]Line, error) {
 	return out, nil
 }
 
+// IOProbeFile is the file IOProbe writes in /data and removes after each
+// write: a probe that is stopped, or goes on after the run, may leave it
+// there for a moment, and it is no file of the run's.
+const IOProbeFile = "probe"
+
 // IOProbe is the shell of a probe's write: 1 MiB to /data/probe with
 // direct I/O, logged to /log/out as "<second> io ok <hundredths of a second
 // it took>" or "<second> io error <dd's first line of error>". It needs ts
