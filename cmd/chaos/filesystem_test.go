@@ -185,28 +185,15 @@ func layerHelpers(t *testing.T, runID string) []string {
 }
 
 // filesClosed reports whether the process named by a layerHelpers line
-// has closed its files: it is gone, or every thread of it is a zombie.
-// Its cmdline empties earlier, when its memory goes (exit_mm comes
-// before exit_files), and its first thread may be a zombie while others
-// still hold the files; a request made before the last thread closes
-// the layer's connection is aborted with ECONNABORTED rather than
-// refused with ENOTCONN.
+// has closed its files (proc.Alive: gone, or a zombie with no thread left).
+// Its cmdline empties earlier, when its memory goes (exit_mm comes before
+// exit_files), and its first thread may be a zombie while others still
+// hold the files; a request made before the last thread closes the
+// layer's connection is aborted with ECONNABORTED rather than refused with
+// ENOTCONN.
 func filesClosed(helper string) bool {
-	pid := strings.SplitN(helper, ":", 2)[0]
-	threads, err := os.ReadDir("/proc/" + pid + "/task")
-	if err != nil {
-		return true
-	}
-	for _, th := range threads {
-		tid, err := strconv.Atoi(th.Name())
-		if err != nil {
-			continue
-		}
-		if st, err := proc.State(tid); err == nil && st != 'Z' && st != 'X' {
-			return false
-		}
-	}
-	return true
+	pid, err := strconv.Atoi(strings.SplitN(helper, ":", 2)[0])
+	return err == nil && !proc.Alive(pid)
 }
 
 // fsHeldExperiment holds an fs-error to the end of the flow while a
