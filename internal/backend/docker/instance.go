@@ -341,18 +341,43 @@ func (in *instance) ID() string   { return in.containerID() }
 
 func (in *instance) Done() <-chan struct{} { return in.done }
 
-// event applies one engine event to the instance. It runs on the stream's
-// one goroutine, so states are reported in the engine's order.
-func (in *instance) event(m events.Message) {
+// seen is how many starts and dies an instance had applied when the
+// watchdog looked at it.
+type seen struct{ starts, dies int }
+
+// event applies one event of the engine's stream to the instance. It runs
+// on the stream's one goroutine, so states are reported in the engine's
+// order.
+func (in *instance) event(m events.Message) { _ = in.apply(m, nil) }
+
+// lostEvent applies an event the watchdog found lost, unless the instance
+// has applied a start or a die since the look that found it (at): it then
+// moved on, and the look is out of date. It says whether it applied it.
+//
+// It is not compared by time, as the stream's events are. Its time is the
+// container's state's (FinishedAt is when the process exited), and the
+// stream's times are when the engine logged an event: a container that
+// exits at once may exit before its start is logged, and an exec's events
+// are logged as it ends. Compared with those, the die of such a container
+// looked stale for good, and its run never ended.
+func (in *instance) lostEvent(m events.Message, at seen) bool { return in.apply(m, &at) }
+
+func (in *instance) apply(m events.Message, lostAt *seen) bool {
 	in.mu.Lock()
 	if in.id != "" && m.Actor.ID != in.id {
 		in.mu.Unlock()
-		return
+		return false
 	}
-	// An event without a time (0) is not compared.
-	if m.TimeNano != 0 && m.TimeNano < in.at {
+	switch {
+	case lostAt != nil:
+		if (seen{in.starts, in.dies}) != *lostAt {
+			in.mu.Unlock()
+			return false
+		}
+	case m.TimeNano != 0 && m.TimeNano < in.at:
+		// An event without a time (0) is not compared.
 		in.mu.Unlock()
-		return
+		return false
 	}
 	in.at = max(in.at, m.TimeNano)
 	var report []func()
@@ -422,6 +447,7 @@ func (in *instance) event(m events.Message) {
 	for _, f := range report {
 		f()
 	}
+	return true
 }
 
 // endState turns how a container ended into a state and reason.

@@ -56,11 +56,12 @@ func (b *Backend) lookForLost(ctx context.Context, suspect map[*instance]events.
 	type view struct {
 		id             string
 		running, ended bool
+		seen           seen
 	}
 	views := make([]view, len(live))
 	for i, in := range live {
 		in.mu.Lock()
-		views[i] = view{in.id, in.running, in.ended}
+		views[i] = view{in.id, in.running, in.ended, seen{in.starts, in.dies}}
 		in.mu.Unlock()
 	}
 	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
@@ -94,18 +95,19 @@ func (b *Backend) lookForLost(ctx context.Context, suspect map[*instance]events.
 			next[in] = lost
 			continue
 		}
-		b.applyLost(ctx, in, lost)
+		b.applyLost(ctx, in, lost, views[i].seen)
 	}
 	return next
 }
 
 // applyLost applies an event the stream never delivered, from the
 // container's inspected state, and only if the container still shows it
-// (it may have moved on since the list). The event carries the engine's
-// time of that state (StartedAt, FinishedAt), which is no later than the
-// real event's: the instance then ignores a real event that arrives after
-// it but is older (instance.at).
-func (b *Backend) applyLost(ctx context.Context, in *instance, action events.Action) {
+// and the instance has applied nothing since the look (at): either may
+// have moved on since the list. The event carries the engine's time of
+// that state (StartedAt, FinishedAt), which is no later than the real
+// event's: the instance then ignores a real event that arrives after it
+// but is older (instance.at).
+func (b *Backend) applyLost(ctx context.Context, in *instance, action events.Action, at seen) {
 	id := in.containerID()
 	m := events.Message{Type: events.ContainerEventType, Action: action,
 		Actor: events.Actor{ID: id, Attributes: map[string]string{LabelRun: b.cfg.RunID, LabelRole: RoleInstance, LabelInstance: in.spec.Name}}}
@@ -130,7 +132,7 @@ func (b *Backend) applyLost(ctx context.Context, in *instance, action events.Act
 			m.TimeNano = engineTime(st.FinishedAt)
 			m.Actor.Attributes["exitCode"] = strconv.Itoa(st.ExitCode)
 			if st.OOMKilled {
-				in.event(events.Message{Type: m.Type, Action: events.ActionOOM, TimeNano: m.TimeNano, Actor: m.Actor})
+				in.lostEvent(events.Message{Type: m.Type, Action: events.ActionOOM, TimeNano: m.TimeNano, Actor: m.Actor}, at)
 			}
 		case events.ActionStart:
 			if !st.Running {
@@ -139,8 +141,9 @@ func (b *Backend) applyLost(ctx context.Context, in *instance, action events.Act
 			m.TimeNano = engineTime(st.StartedAt)
 		}
 	}
-	b.record("container.watchdog", rundir.F("instance", in.spec.Name), rundir.F("id", shortID(id)), rundir.F("lost", string(m.Action)))
-	in.event(m)
+	if in.lostEvent(m, at) {
+		b.record("container.watchdog", rundir.F("instance", in.spec.Name), rundir.F("id", shortID(id)), rundir.F("lost", string(m.Action)))
+	}
 }
 
 // engineTime is an inspected time (RFC 3339) in Unix nanoseconds, or 0

@@ -26,9 +26,10 @@ import (
 type fakeEngine struct {
 	id string
 
-	mu     sync.Mutex      // guards state and onList
-	state  container.State // what the engine says now
-	onList func()          // runs once while a list is answered, after its snapshot
+	mu        sync.Mutex      // guards state, onList and onInspect
+	state     container.State // what the engine says now
+	onList    func()          // runs once while a list is answered, after its snapshot
+	onInspect func()          // runs once after an inspect is answered
 }
 
 func (e *fakeEngine) set(st container.State) {
@@ -55,6 +56,16 @@ func (e *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode([]container.Summary{{ID: e.id, State: st.Status}})
 	case strings.HasSuffix(r.URL.Path, "/containers/"+e.id+"/json"):
 		_ = json.NewEncoder(w).Encode(container.InspectResponse{ID: e.id, State: &st})
+		e.mu.Lock()
+		after := e.onInspect
+		e.onInspect = nil
+		e.mu.Unlock()
+		if after != nil {
+			// Once the answer is out, as the engine may move on
+			// while the watchdog reads it.
+			w.(http.Flusher).Flush()
+			after()
+		}
 	default:
 		http.Error(w, "not served by the fake engine: "+r.URL.Path, http.StatusNotFound)
 	}
@@ -244,4 +255,59 @@ func TestWatchdogAppliesOnlyWhatTheContainerStillShows(t *testing.T) {
 		t.Fatalf("%d dies applied, running %v: a die was applied to a container that runs", dies, isRunning)
 	}
 	wantStates(t, st, "at the end", "Created/", "Running/Started")
+}
+
+// TestWatchdogEndsAContainerThatExitedBeforeItsEventsWereLogged reproduces
+// the failure of TestConformance's lost-end case once in CI (the instance
+// never ended): a container whose script exits at once may exit before the
+// engine logs its start, and an exec's die is logged after the exit. The
+// lost die, timed by the container's FinishedAt, was older than both and
+// was taken for stale at every look.
+func TestWatchdogEndsAContainerThatExitedBeforeItsEventsWereLogged(t *testing.T) {
+	b, in, e, st := newWatchdogBackend(t)
+	ctx := context.Background()
+	e.set(exited(1.5, 1.9, 4)) // started at 1.5 and exited at 1.9; its start was logged at 2
+	streamed(in, events.Action("exec_die"), 2.5)
+	var suspect map[*instance]events.Action
+	for range 2 {
+		suspect = b.lookForLost(ctx, suspect)
+	}
+	select {
+	case <-in.Done():
+	default:
+		t.Fatalf("the lost die was not applied; states %v", st.list())
+	}
+	wantStates(t, st, "after two looks", "Created/", "Running/Started", "Failed/ExitCode4")
+
+	// The stream's own die, late, changes nothing.
+	streamed(in, events.ActionDie, 2.6, "exitCode", "4")
+	wantStates(t, st, "after the late die", "Created/", "Running/Started", "Failed/ExitCode4")
+}
+
+// TestWatchdogAppliesNothingOnceTheInstanceMovedOn: the stream brings a
+// die and the start of a restart after the watchdog inspected the
+// container (exited) and before it applied the die: the instance runs
+// again, and the look's die is out of date.
+func TestWatchdogAppliesNothingOnceTheInstanceMovedOn(t *testing.T) {
+	b, in, e, st := newWatchdogBackend(t)
+	ctx := context.Background()
+	setDown(in, true)
+	e.set(exited(2, 3, 137))
+	suspect := b.lookForLost(ctx, nil)
+	e.mu.Lock()
+	e.onInspect = func() {
+		streamed(in, events.ActionDie, 3.1, "exitCode", "137")
+		setDown(in, false)
+		e.set(running(4))
+		streamed(in, events.ActionStart, 4.1)
+	}
+	e.mu.Unlock()
+	b.lookForLost(ctx, suspect)
+	in.mu.Lock()
+	dies, starts, isRunning := in.dies, in.starts, in.running
+	in.mu.Unlock()
+	if dies != 1 || starts != 2 || !isRunning {
+		t.Fatalf("%d dies, %d starts, running %v; want the stream's die and start only, running", dies, starts, isRunning)
+	}
+	wantStates(t, st, "at the end", "Created/", "Running/Started", "Running/Restarted")
 }
