@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/chaos-harness/chaos/internal/journalfile"
+	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
 	"github.com/chaos-harness/chaos/internal/proc"
 )
 
@@ -193,7 +194,7 @@ func TestCleanupRefusesForeignNames(t *testing.T) {
 	if _, err := ns.Run(ctx, "", "nft", "add", "table", "inet", "keepme"); err != nil {
 		t.Fatal(err)
 	}
-	stop := holdNS(t, ns)
+	_, stop := netfaulttest.HoldNetns(t, ns.Path())
 	defer stop()
 	state := t.TempDir()
 	p := deadJournal(t, state, testRun, line(Entry{Event: "apply", Rule: 1, RunID: testRun, NSDev: ns.Dev, NSIno: ns.Ino, Fault: Reset, Mechanism: MechNft, Table: "keepme ; add table inet x"}))
@@ -260,9 +261,8 @@ func TestCleanupAfterKill(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			stop := holdNS(t, m.NS)
+			holder, stop := netfaulttest.HoldNetns(t, m.NS.Path())
 			defer stop()
-			holder := heldBy(t, m.NS)
 			state, system := t.TempDir(), t.TempDir()
 			run := fmt.Sprintf("20260101T0000%02dZ-%04x", i, os.Getpid()&0xffff)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestKilledHarnessHelper$", "-test.v")
@@ -353,27 +353,6 @@ func TestCleanupAfterKill(t *testing.T) {
 			}
 		})
 	}
-}
-
-// heldBy is a process other than the test in ns (waiting a while for
-// one on a loaded machine).
-func heldBy(t *testing.T, ns *NS) int {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ents, _ := os.ReadDir("/proc")
-		for _, d := range ents {
-			pid, err := strconv.Atoi(d.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			var st syscall.Stat_t
-			if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st) == nil && st.Ino == ns.Ino && uint64(st.Dev) == ns.Dev {
-				return pid
-			}
-		}
-	}
-	t.Fatal("no process holds the namespace")
-	return 0
 }
 
 // waitGone waits until pid is no longer a live process (gone, or a

@@ -298,8 +298,8 @@ func TestCleanupOfAGoneHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The namespace is found through a process in it.
-	cmd := holdNS(t, m.NS)
-	defer cmd()
+	_, stop := netfaulttest.HoldNetns(t, m.NS.Path())
+	defer stop()
 	var found []string
 	if err := Cleanup(ctx, state, "", false, func(s string) { found = append(found, s) }); err != nil {
 		t.Fatal(err)
@@ -313,12 +313,4 @@ func TestCleanupOfAGoneHarness(t *testing.T) {
 	if _, err := os.Stat(newPath); err == nil {
 		t.Error("the journal is still there")
 	}
-}
-
-// holdNS starts a process sleeping in ns, returns once it is in ns, and
-// returns what kills it.
-func holdNS(t *testing.T, ns *NS) func() {
-	t.Helper()
-	_, stop := netfaulttest.HoldNetns(t, ns.Path())
-	return stop
 }
