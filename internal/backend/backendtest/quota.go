@@ -18,13 +18,22 @@ import (
 // and a revert must leave none anywhere.
 func CPUQuotas(t testing.TB, p cgroup.Place) []string {
 	t.Helper()
+	q, err := QuotasOf(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// QuotasOf is CPUQuotas for a caller that only logs what it finds.
+func QuotasOf(p cgroup.Place) ([]string, error) {
 	dir, v := p.Dir(cgroup.CPU)
 	if dir == "" {
-		t.Fatalf("the place %v has no cpu group", p.Dirs)
+		return nil, fmt.Errorf("the place %v has no cpu group", p.Dirs)
 	}
 	h, err := cgroup.FindHierarchies()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var top *cgroup.Hierarchy
 	if hv, ok := h.V1[cgroup.CPU]; ok && v == 1 {
@@ -33,13 +42,9 @@ func CPUQuotas(t testing.TB, p cgroup.Place) []string {
 		top = h.V2
 	}
 	if top == nil {
-		t.Fatalf("no mounted cgroup v%d hierarchy has the cpu group %s", v, dir)
+		return nil, fmt.Errorf("no mounted cgroup v%d hierarchy has the cpu group %s", v, dir)
 	}
-	q, err := cpuQuotas(top.Mount, dir, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
+	return cpuQuotas(top.Mount, dir, v)
 }
 
 // cpuQuotas is CPUQuotas from dir up to mount, the hierarchy's top here.
