@@ -24,6 +24,7 @@ import (
 
 	"github.com/chaos-harness/chaos/internal/clockpatch/clocktest"
 	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
+	"github.com/chaos-harness/chaos/internal/proc"
 	"github.com/chaos-harness/chaos/internal/rundir"
 )
 
@@ -210,7 +211,8 @@ func ticks(t *testing.T, pid int) int {
 	t.Helper()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/chaos/output/ticks", pid))
 	if err != nil {
-		t.Fatalf("reading the ticker's count: %v", err)
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		t.Fatalf("reading the ticker's count: %v (pid %d alive %v, command %q)", err, pid, proc.Alive(pid), bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	if err != nil {
