@@ -30,8 +30,10 @@ type target struct {
 	spec *adapter.Target
 
 	mu sync.Mutex
-	// downPid is the pid Down took down, so Up can tell the replacement.
-	downPid int
+	// downPid is the pid Down took down and downStart its start time, so
+	// Up can tell the replacement, even one the kernel gave the same pid.
+	downPid   int
+	downStart uint64
 	// starting is the result of a start hook Up launched, until Ready.
 	starting chan error
 	// frozen is the pid a freeze stopped, for its thaw; frozenIn the start
@@ -445,8 +447,9 @@ func (t *target) Down(ctx context.Context, d backend.Down) error {
 	if err != nil {
 		return err
 	}
+	start, _ := proc.StartTime(pid)
 	t.mu.Lock()
-	t.downPid = pid
+	t.downPid, t.downStart = pid, start
 	t.mu.Unlock()
 	if p := t.contained(); p != nil {
 		return t.downCgroup(ctx, p, pid, d.Grace)
@@ -489,7 +492,7 @@ func (t *target) Up(ctx context.Context) error {
 		return fmt.Errorf("target %s has no start hook, so it cannot be started again", t.name)
 	}
 	t.mu.Lock()
-	old, prev, before := t.downPid, t.starting, t.starter
+	old, oldStart, prev, before := t.downPid, t.downStart, t.starting, t.starter
 	t.mu.Unlock()
 	// A start hook an earlier Up launched (a crash loop killed what it
 	// started) finishes first: two start hooks never race. Its result is
@@ -528,7 +531,7 @@ func (t *target) Up(ctx context.Context) error {
 	}
 	for {
 		p, err := t.livePid()
-		if err == nil && p != old && started() {
+		if err == nil && t.replaced(p, old, oldStart) && started() {
 			return nil
 		}
 		if !hookDone {
@@ -556,6 +559,27 @@ func (t *target) Up(ctx context.Context) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// replaced says whether pid, which the pid file names, is a replacement
+// for the process Down took down (old, started at oldStart). Pids wrap: the
+// kernel may give the replacement the very pid it took down, and a
+// replacement then differs by its start time, and by a pid file written
+// since the start hook began (not an old file naming a pid someone else
+// got).
+func (t *target) replaced(pid, old int, oldStart uint64) bool {
+	if pid != old {
+		return true
+	}
+	start, err := proc.StartTime(pid)
+	if err != nil || start == oldStart {
+		return false
+	}
+	t.mu.Lock()
+	since := t.startedAt
+	t.mu.Unlock()
+	fi, err := os.Stat(t.pidFile())
+	return err == nil && !fi.ModTime().Before(since)
 }
 
 // Ready waits for the start hook Up launched to finish, then until the
