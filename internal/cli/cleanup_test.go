@@ -14,11 +14,12 @@ import (
 	"github.com/chaos-harness/chaos/internal/proc"
 )
 
-// startMarked starts a sleeping process that looks like one a run started.
-func startMarked(t *testing.T, runID string, harnessPid int) *exec.Cmd {
+// startMarked starts a sleeping process that looks like one a run started
+// by the harness harness names (harnessTag).
+func startMarked(t *testing.T, runID, harness string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("sleep", "300")
-	cmd.Env = append(os.Environ(), "CHAOS_RUN_ID="+runID, fmt.Sprintf("%s=%d-1", proc.InstanceEnv, harnessPid))
+	cmd.Env = append(os.Environ(), "CHAOS_RUN_ID="+runID, proc.InstanceEnv+"="+harness)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -27,12 +28,24 @@ func startMarked(t *testing.T, runID string, harnessPid int) *exec.Cmd {
 	return cmd
 }
 
-func deadPid(t *testing.T) int {
-	c := exec.Command("true")
-	if err := c.Run(); err != nil {
+// harnessTag is an InstanceEnv value naming pid, started at start.
+func harnessTag(pid int, start uint64) string { return fmt.Sprintf("%d-1-%d", pid, start) }
+
+// deadHarness names a harness that has exited. Its pid may go to another
+// process meanwhile (pids wrap); the start time tells them apart.
+func deadHarness(t *testing.T) string {
+	t.Helper()
+	c := exec.Command("sleep", "30")
+	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return c.Process.Pid
+	start, err := proc.StartTime(c.Process.Pid)
+	c.Process.Kill()
+	c.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return harnessTag(c.Process.Pid, start)
 }
 
 func alive(c *exec.Cmd) bool {
@@ -46,9 +59,13 @@ func TestCleanupRemovesOnlyLeftovers(t *testing.T) {
 	// journals of its own, or it would undo what another package's test
 	// left of a run it killed on purpose, before that test looks.
 	t.Setenv(journalfile.StateEnv, t.TempDir())
-	orphan := startMarked(t, "20990101T000000Z-dead", deadPid(t))
-	live := startMarked(t, "20990101T000000Z-live", os.Getpid())
-	other := startMarked(t, "20990101T000000Z-othr", deadPid(t))
+	self, err := proc.StartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := startMarked(t, "20990101T000000Z-dead", deadHarness(t))
+	live := startMarked(t, "20990101T000000Z-live", harnessTag(os.Getpid(), self))
+	other := startMarked(t, "20990101T000000Z-othr", deadHarness(t))
 	time.Sleep(100 * time.Millisecond)
 
 	var out, errb bytes.Buffer

@@ -15,10 +15,12 @@ type Marked struct {
 	// RunID is the value of the marker variable, e.g. the run id.
 	RunID string
 	// HarnessPid is the pid of the harness that started it (from
-	// InstanceEnv), 0 when unknown.
-	HarnessPid int
-	State      byte
-	Cmdline    string
+	// InstanceEnv), 0 when unknown; HarnessStart its start time, 0 when
+	// unknown (a tag of an older harness).
+	HarnessPid   int
+	HarnessStart uint64
+	State        byte
+	Cmdline      string
 }
 
 // ListMarked returns every live process whose environment sets the marker
@@ -50,8 +52,11 @@ func ListMarked(name string) ([]Marked, error) {
 			case name:
 				m.RunID, found = v, true
 			case InstanceEnv:
-				if h, _, ok := strings.Cut(v, "-"); ok {
-					m.HarnessPid, _ = strconv.Atoi(h)
+				if f := strings.Split(v, "-"); len(f) >= 2 {
+					m.HarnessPid, _ = strconv.Atoi(f[0])
+					if len(f) >= 3 {
+						m.HarnessStart, _ = strconv.ParseUint(f[2], 10, 64)
+					}
 				}
 			}
 		}
@@ -64,6 +69,20 @@ func ListMarked(name string) ([]Marked, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
 	return out, nil
+}
+
+// HarnessRuns says whether the harness that started m still runs: its pid
+// is a live process with the start time the tag gave (any start time when
+// the tag gave none). A pid gone to another process is not the harness.
+func (m Marked) HarnessRuns() bool {
+	if !Alive(m.HarnessPid) {
+		return false
+	}
+	if m.HarnessStart == 0 {
+		return true
+	}
+	st, err := StartTime(m.HarnessPid)
+	return err != nil || st == m.HarnessStart
 }
 
 // KillMarked thaws and kills a process, but only if it still carries the

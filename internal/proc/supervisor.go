@@ -44,7 +44,9 @@ import (
 )
 
 // InstanceEnv is the environment variable Start adds, next to the run marker,
-// to tag every process of one instance. It is how Signal still finds a
+// to tag every process of one instance: HARNESSPID-SEQ-HARNESSSTART, the
+// harness's pid and start time (clock ticks after boot) telling whether
+// the harness still runs even once its pid went to another process. It is how Signal still finds a
 // descendant that left the instance's process group (setsid) after the
 // process that forked it died and it was reparented to the harness, at which
 // point the ppid tree below the instance no longer leads to it.
@@ -199,7 +201,7 @@ func (s *Supervisor) Start(cmd *exec.Cmd, opts ...StartOption) (*Process, error)
 	if env == nil {
 		env = os.Environ()
 	}
-	tag := InstanceEnv + "=" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(instanceSeq.Add(1), 10)
+	tag := InstanceEnv + "=" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(instanceSeq.Add(1), 10) + "-" + strconv.FormatUint(selfStart(), 10)
 	cmd.Env = append(slices.Clip(env), s.marker, tag)
 
 	start, err := theReaper.start(cmd, false)

@@ -221,7 +221,7 @@ func cleanup(ctx context.Context, c backend.Cleanup) error {
 		switch {
 		case runID != "" && m.RunID != runID:
 			continue
-		case runID == "" && (m.HarnessPid == 0 || proc.Alive(m.HarnessPid)):
+		case runID == "" && (m.HarnessPid == 0 || m.HarnessRuns()):
 			continue // its harness still runs, or it is not the harness's
 		}
 		verb := "killed"
