@@ -86,21 +86,38 @@ func catches(pid int, bin string, sig syscall.Signal) bool {
 
 // sigMask reports whether sig is in the mask field (SigCgt, SigIgn) of
 // /proc/PID/status.
-// stopProcess stops pid (SIGSTOP) and says whether it is stopped, within
-// a second; false when it ended first.
-func stopProcess(pid int) bool {
-	if syscall.Kill(pid, syscall.SIGSTOP) != nil {
+// stopProcess stops r's chaos (SIGSTOP) and says whether it is stopped,
+// within a second; false when it ended first. Every signal goes through
+// r.cmd.Process (a pidfd), and r.pid is read only while r is not reaped:
+// once chaos exits, the Wait goroutine reaps it and its pid is free for
+// another process. With pids made to wrap every 50 ms, one got it at
+// once: the test read a shell's or a sleep's /proc status, took it for a
+// run that still caught SIGINT, and sent that process the signal; the
+// run had exited 0 (4 of 4 test runs).
+func stopProcess(r *signalRun) bool {
+	if r.cmd.Process.Signal(syscall.SIGSTOP) != nil {
 		return false
 	}
 	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		switch st, err := procState(pid); {
-		case err != nil || st == 'Z':
+		switch st, err := procState(r.pid); {
+		case err != nil || st == 'Z' || r.reaped():
 			return false
 		case st == 'T':
 			return true
 		}
 	}
 	return false
+}
+
+// reaped says whether r's chaos has exited and been reaped: its pid may be
+// another process's now.
+func (r *signalRun) reaped() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func sigMask(pid int, field string, sig syscall.Signal) bool {
@@ -224,10 +241,14 @@ func TestSignalAtAnyMomentAborts(t *testing.T) {
 				// ignoring SIGINT between the look and the signal (a SIGINT
 				// sent just as it did so was lost, and the run exited 0, once
 				// in CI).
-				stopped := stopProcess(r.pid)
-				if st, err := procState(r.pid); err != nil || st == 'Z' || !stopped || sigMask(r.pid, "SigIgn", syscall.SIGINT) {
+				// What is read of r.pid counts only if chaos was not reaped
+				// after it was read (stopped, it cannot end meanwhile).
+				stopped := stopProcess(r)
+				st, err := procState(r.pid)
+				ignores := sigMask(r.pid, "SigIgn", syscall.SIGINT)
+				if err != nil || st == 'Z' || !stopped || ignores || r.reaped() {
 					// It ended before the moment came: draw again.
-					_ = syscall.Kill(r.pid, syscall.SIGCONT)
+					_ = r.cmd.Process.Signal(syscall.SIGCONT)
 					r.wait(t)
 					mu.Lock()
 					sent--
@@ -235,10 +256,10 @@ func TestSignalAtAnyMomentAborts(t *testing.T) {
 					mu.Unlock()
 					continue
 				}
-				if err := syscall.Kill(r.pid, syscall.SIGINT); err != nil {
+				if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
 					t.Errorf("kill: %v", err)
 				}
-				_ = syscall.Kill(r.pid, syscall.SIGCONT)
+				_ = r.cmd.Process.Signal(syscall.SIGCONT)
 				r.wait(t)
 				phase, id := checkSignalled(t, r, delay)
 				mu.Lock()
