@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	kbackend "github.com/chaos-harness/chaos/internal/backend/kubernetes"
 	"github.com/chaos-harness/chaos/internal/netfault/netfaulttest"
-	"github.com/chaos-harness/chaos/internal/proc"
 )
 
 // timelineEvent polls dir's timeline for an event with these fields, until
@@ -68,37 +68,13 @@ func runningPod(t *testing.T, cs kubernetes.Interface, exp, instance string) (st
 	return "", 0
 }
 
-// pidOfContainer is the first process of container id (its init): of the
-// container's processes whose parent is outside it (the init and any
-// exec's), the one started first; not the lowest pid. Pids wrap (pid_max
-// is 32768 on the test machine), and a transient process of the container
-// (the ticker's sleep or mv) may get a lower pid than its init: a test that
-// took it read "/proc/PID/root/..." of a process gone a moment later.
+// pidOfContainer is the host pid of container id's init, as the harness
+// finds it (kbackend.HostPidOf), or 0.
 func pidOfContainer(id string) int {
 	if id == "" {
 		return 0
 	}
-	in := map[int]bool{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if b, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup"); bytes.Contains(b, []byte(id)) {
-			in[pid] = true
-		}
-	}
-	best, bestStart := 0, uint64(0)
-	for pid := range in {
-		if in[proc.Parent(pid)] {
-			continue
-		}
-		if st, err := proc.StartTime(pid); err == nil && (best == 0 || st < bestStart || st == bestStart && pid < best) {
-			best, bestStart = pid, st
-		}
-	}
-	return best
+	return kbackend.HostPidOf([]string{id})
 }
 
 // containerRuns says whether a process of container id runs cmdline

@@ -16,8 +16,10 @@ import (
 
 // TestPidOfContainerIsItsInit: after the machine's pids wrapped, a
 // container's transient processes may have lower pids than its init.
-// pidOfContainer took the lowest, once the ticker's sleep, whose root was
-// gone when TestRestartedAgentReverts read the ticks through it in CI.
+// The tests' pidOfContainer took the lowest, once the ticker's sleep, whose
+// root was gone when TestRestartedAgentReverts read the ticks through it
+// in CI; the harness's kubernetes.HostPidOf, which it now calls, took the
+// first started, the lowest pid among those started in the same tick.
 // Here a "container" (a cgroup named by a made-up id) gets an init with a
 // pid just below pid_max and children with low pids, by setting the
 // kernel's last pid before each fork.

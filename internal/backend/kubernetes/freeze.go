@@ -54,7 +54,7 @@ func containerGroups(p *corev1.Pod, skip string) (ctrs []*cgroup.Group, pod *cgr
 		if st.Name == skip {
 			continue
 		}
-		pid := hostPidOf([]string{id})
+		pid := HostPidOf([]string{id})
 		if pid == 0 {
 			return nil, nil, fmt.Errorf("pod %s runs on node %s: its container %s is no process of this machine, and a freeze needs the pod's cgroups (install the node agent, chaos agent install, to reach them there)", p.Name, p.Spec.NodeName, st.Name)
 		}

@@ -55,7 +55,7 @@ func netOf(p *corev1.Pod) (backend.Net, error) {
 	if len(ids) == 0 {
 		return backend.Net{}, fmt.Errorf("pod %s has no running container, so no network namespace to find", name)
 	}
-	pid := hostPidOf(ids)
+	pid := HostPidOf(ids)
 	if pid == 0 {
 		return backend.Net{}, fmt.Errorf("pod %s runs on node %s: none of its containers is a process of this machine, and the harness changes only namespaces it can reach from the host: install the node agent (chaos agent install) to reach it there", name, p.Spec.NodeName)
 	}
@@ -102,13 +102,24 @@ func (h *podHandle) Addrs(ctx context.Context) ([]netip.Addr, error) {
 	return h.b.podAddrs(ctx, h.sc, pod)
 }
 
-// hostPidOf returns a process of this machine in a container with one of
-// the ids, or 0: the one that started first (a container's first process,
-// not one of the short-lived ones it runs, which may be gone before its
-// namespace is opened).
-func hostPidOf(ids []string) int {
+// HostPidOf returns a process of this machine in a container with one of
+// the ids, or 0: a container's first process (its init), not one of the
+// short-lived ones it runs, which may be gone before its namespace or
+// cgroup is opened. Of the processes whose parent is outside the
+// containers (inits, and execs, which start later), the one started first;
+// never the lowest pid: pids wrap, and a short-lived child may have a
+// lower pid than its init, or start in the same clock tick.
+func HostPidOf(ids []string) int {
+	pids := pidsOf(ids)
+	in := make(map[int]bool, len(pids))
+	for _, pid := range pids {
+		in[pid] = true
+	}
 	best, bestStart := 0, uint64(0)
-	for _, pid := range pidsOf(ids) {
+	for _, pid := range pids {
+		if in[proc.Parent(pid)] {
+			continue // forked inside a container
+		}
 		if st, err := proc.StartTime(pid); err == nil && (best == 0 || st < bestStart) {
 			best, bestStart = pid, st
 		}

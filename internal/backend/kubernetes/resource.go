@@ -13,7 +13,7 @@ import (
 
 // The resource faults act on a container of a pod through the same cgroup
 // primitives as on a local process or a Docker container: the container's
-// own groups, found from the host through its process (hostPidOf, as the
+// own groups, found from the host through its process (HostPidOf, as the
 // network faults and freeze find a pod), its file system through
 // /proc/<pid>/root, and a stress helper of this machine placed in its
 // groups. That needs the pod on this machine; on another node it is an
@@ -54,7 +54,7 @@ func resourcesOf(p *corev1.Pod, ctr string) (backend.Resources, error) {
 	if id == "" {
 		return backend.Resources{}, fmt.Errorf("pod %s has no running container %s to limit", name, ctr)
 	}
-	pid := hostPidOf([]string{id})
+	pid := HostPidOf([]string{id})
 	if pid == 0 {
 		return backend.Resources{}, fmt.Errorf("pod %s runs on node %s: its container %s is not a process of this machine, and the resource faults need its cgroups (install the node agent, chaos agent install, to reach them there)", name, p.Spec.NodeName, cname)
 	}
